@@ -1,0 +1,90 @@
+"""``CancelToken``: a thread-safe flag that ends every stream it was handed to."""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from typing import Callable, Optional
+
+__all__ = ["CancelToken", "ambient_token", "cancel_scope"]
+
+
+class CancelToken:
+    """Cancels the streams it is passed to, from any thread.
+
+    Example::
+
+        token = blazen.CancelToken()
+        threading.Timer(2.0, token.cancel).start()
+        Streaming.complete(model, req, on_chunk=..., on_error=..., cancel=token)
+    """
+
+    __slots__ = ("_callbacks", "_cancelled", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cancelled = False
+        self._reason = ""
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` has been called."""
+        return self._cancelled
+
+    @property
+    def reason(self) -> str:
+        """The reason given to :meth:`cancel` (empty when none)."""
+        return self._reason
+
+    def cancel(self, reason: str = "") -> None:
+        """Cancel every stream using this token. Idempotent; safe from any thread."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            self._reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+        for fn in callbacks:
+            fn()
+
+    def subscribe(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` on cancel (at once if already cancelled); returns an unsubscribe."""
+        with self._lock:
+            if not self._cancelled:
+                self._callbacks.append(fn)
+
+                def unsubscribe() -> None:
+                    with self._lock, contextlib.suppress(ValueError):
+                        self._callbacks.remove(fn)
+
+                return unsubscribe
+        fn()
+        return lambda: None
+
+    def __repr__(self) -> str:
+        return f"CancelToken(cancelled={self._cancelled})"
+
+
+# A token that streams started in this context obey even when none is passed: workflows
+# set it around their steps so their time budget reaches the streams inside them.
+_AMBIENT: contextvars.ContextVar[Optional[CancelToken]] = contextvars.ContextVar(
+    "blazen_cancel", default=None
+)
+
+
+def ambient_token() -> Optional[CancelToken]:
+    """The token set by the innermost :func:`cancel_scope`, if any."""
+    return _AMBIENT.get()
+
+
+@contextlib.contextmanager
+def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
+    """Make ``token`` cancel every stream started inside this block (on this context)."""
+    reset = _AMBIENT.set(token)
+    try:
+        yield token
+    finally:
+        _AMBIENT.reset(reset)

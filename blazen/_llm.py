@@ -1,0 +1,199 @@
+"""``blazen.Llm``: builders that validate values before anything is sent."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional, Union
+
+from ._types import (
+    ChatMessage,
+    CompletionRequest,
+    ImagePart,
+    ToolCall,
+    ToolDefinition,
+)
+
+__all__ = ["Llm"]
+
+_TOOL_CHOICES = ("auto", "none", "required")
+
+
+def _check_number(
+    name: str, value: Optional[float], low: float, high: float
+) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"{name} must be a number, got {type(value).__name__}"
+        raise TypeError(msg)
+    if not (low <= value <= high) or math.isnan(value):
+        msg = f"{name} must be between {low} and {high}, got {value}"
+        raise ValueError(msg)
+    return float(value)
+
+
+def _image(item: Union[str, ImagePart]) -> ImagePart:
+    if isinstance(item, ImagePart):
+        return item
+    if isinstance(item, str):
+        if item.startswith(("http://", "https://", "data:")):
+            return ImagePart(url=item)
+        msg = (
+            f"an image string must be an http(s) or data: URL, got {item[:40]!r}; "
+            "for base64 bytes use Llm.image(data=..., media_type=...)"
+        )
+        raise ValueError(msg)
+    msg = f"images must be URLs or Llm.image(...) values, got {type(item).__name__}"
+    raise TypeError(msg)
+
+
+class Llm:
+    """Builders for messages, tools and requests.
+
+    Example::
+
+        req = Llm.completion_request(
+            messages=[Llm.system("You are terse."), Llm.user("Tell me a joke.")],
+            max_tokens=256,
+        )
+    """
+
+    @staticmethod
+    def system(text: str) -> ChatMessage:
+        """A system message."""
+        return ChatMessage(role="system", content=text)
+
+    @staticmethod
+    def user(text: str, images: Iterable[Union[str, ImagePart]] = ()) -> ChatMessage:
+        """A user message: text, optionally with images given by URL or :meth:`image`."""
+        if isinstance(images, (str, ImagePart)):
+            images = [images]
+        return ChatMessage(role="user", content=text, images=tuple(_image(i) for i in images))
+
+    @staticmethod
+    def image(
+        *, url: Optional[str] = None, data: Optional[str] = None, media_type: str = "image/png"
+    ) -> ImagePart:
+        """An image for :meth:`user`: by ``url``, or by base64 ``data`` and its ``media_type``."""
+        return ImagePart(url=url, data=data, media_type=media_type)
+
+    @staticmethod
+    def assistant(text: Optional[str] = None, tool_calls: Iterable[ToolCall] = ()) -> ChatMessage:
+        """An earlier assistant turn: its text and/or the tool calls it made."""
+        calls = tuple(tool_calls)
+        for call in calls:
+            if not isinstance(call, ToolCall):
+                msg = f"tool_calls must hold ToolCall values, got {type(call).__name__}"
+                raise TypeError(msg)
+        if text is None and not calls:
+            msg = "an assistant message needs text, tool calls, or both"
+            raise ValueError(msg)
+        return ChatMessage(role="assistant", content=text, tool_calls=calls)
+
+    @staticmethod
+    def tool_result(tool_call_id: str, content: Any) -> ChatMessage:
+        """The result of a tool call; non-string content is sent as JSON."""
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            msg = f"tool_call_id must be the id of the call being answered, got {tool_call_id!r}"
+            raise ValueError(msg)
+        if not isinstance(content, str):
+            try:
+                content = json.dumps(content)
+            except (TypeError, ValueError) as exc:
+                msg = f"tool result must be a string or JSON-serialisable: {exc}"
+                raise TypeError(msg) from exc
+        return ChatMessage(role="tool", content=content, tool_call_id=tool_call_id)
+
+    @staticmethod
+    def tool(
+        name: str, description: str = "", parameters: Optional[dict[str, Any]] = None
+    ) -> ToolDefinition:
+        """A tool the model may call, with a JSON-schema ``parameters`` object."""
+        if parameters is None:
+            return ToolDefinition(name=name, description=description)
+        return ToolDefinition(name=name, description=description, parameters=parameters)
+
+    @staticmethod
+    def completion_request(
+        messages: Sequence[ChatMessage],
+        *,
+        max_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        top_p: Optional[float] = None,
+        stop: Union[str, Sequence[str], None] = None,
+        tools: Sequence[ToolDefinition] = (),
+        tool_choice: Optional[str] = None,
+        response_format: Optional[dict[str, Any]] = None,
+        model: Optional[str] = None,
+        system: Optional[str] = None,
+    ) -> CompletionRequest:
+        """A request, validated now so that a bad value never reaches the network.
+
+        ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one of
+        ``tools`` (forces that function). ``model`` overrides the model's default id;
+        ``system`` is a system prompt placed before ``messages``.
+        """
+        if isinstance(messages, (str, ChatMessage)) or not isinstance(messages, Sequence):
+            msg = "messages must be a list of Llm.system/user/assistant/tool_result messages"
+            raise TypeError(msg)
+        msgs = tuple(messages)
+        for m in msgs:
+            if not isinstance(m, ChatMessage):
+                msg = f"messages must be ChatMessage values (use Llm.user(...)), got {type(m).__name__}"
+                raise TypeError(msg)
+        if not msgs and not system:
+            msg = "a completion request needs at least one message"
+            raise ValueError(msg)
+        if max_tokens is not None:
+            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+                msg = f"max_tokens must be an int, got {type(max_tokens).__name__}"
+                raise TypeError(msg)
+            if max_tokens < 1:
+                msg = f"max_tokens must be at least 1, got {max_tokens}"
+                raise ValueError(msg)
+        stops: tuple[str, ...]
+        if stop is None:
+            stops = ()
+        elif isinstance(stop, str):
+            stops = (stop,)
+        else:
+            stops = tuple(stop)
+        if not all(isinstance(s, str) and s for s in stops):
+            msg = f"stop must be a non-empty string or a list of them, got {stop!r}"
+            raise ValueError(msg)
+        tool_defs = tuple(tools)
+        for t in tool_defs:
+            if not isinstance(t, ToolDefinition):
+                msg = f"tools must be Llm.tool(...) values, got {type(t).__name__}"
+                raise TypeError(msg)
+        if tool_choice is not None:
+            names = {t.name for t in tool_defs}
+            if tool_choice not in _TOOL_CHOICES and tool_choice not in names:
+                msg = (
+                    f"tool_choice must be one of {', '.join(_TOOL_CHOICES)} or the name of a "
+                    f"tool in tools; got {tool_choice!r}"
+                )
+                raise ValueError(msg)
+        if response_format is not None:
+            if not isinstance(response_format, dict):
+                msg = "response_format must be a dict such as {'type': 'json_object'}"
+                raise TypeError(msg)
+            response_format = json.loads(json.dumps(response_format))
+        for name, value in (("model", model), ("system", system)):
+            if value is not None and not isinstance(value, str):
+                msg = f"{name} must be a string, got {type(value).__name__}"
+                raise TypeError(msg)
+        return CompletionRequest(
+            messages=msgs,
+            max_tokens=max_tokens,
+            temperature=_check_number("temperature", temperature, 0.0, 2.0),
+            top_p=_check_number("top_p", top_p, 0.0, 1.0),
+            stop=stops,
+            tools=tool_defs,
+            tool_choice=tool_choice,
+            response_format=response_format,
+            model=model,
+            system=system,
+        )

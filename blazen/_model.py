@@ -1,0 +1,135 @@
+"""``ChatModel``: a provider's wire format bound to a connection pool and its options."""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
+import attrs
+
+from ._framing import DEFAULT_MAX_EVENT_BYTES
+from ._transport import Transport
+from .providers._base import WireFormat
+
+__all__ = ["ChatModel", "ModelOptions", "close_all_models"]
+
+_live_models: weakref.WeakSet[ChatModel] = weakref.WeakSet()
+
+
+def _timeout(name: str, value: Optional[float]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"{name} must be a number of seconds or None, got {type(value).__name__}"
+        raise TypeError(msg)
+    if not value > 0 or math.isinf(value):
+        msg = f"{name} must be a positive, finite number of seconds (or None), got {value}"
+        raise ValueError(msg)
+    return float(value)
+
+
+@attrs.frozen(kw_only=True)
+class ModelOptions:
+    """Options every provider accepts (``Providers.<name>(..., **options)``).
+
+    - ``max_retries`` (2): attempts after the first, only before any chunk is delivered.
+    - ``connect_timeout`` (10 s), ``idle_timeout`` (300 s without a content event),
+      ``timeout`` (None: no total limit unless given per call).
+    - ``headers``: extra HTTP headers. ``verify``: TLS verification, or a CA bundle path.
+    - ``max_connections`` (16): pooled connections kept per model.
+    - ``max_event_bytes`` (8 MiB): the largest single event accepted.
+    - ``retry_after_cap`` (60 s): a longer ``Retry-After`` is not waited for.
+    """
+
+    max_retries: int = 2
+    connect_timeout: Optional[float] = 10.0
+    idle_timeout: Optional[float] = 300.0
+    timeout: Optional[float] = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
+    verify: Union[bool, str] = True
+    max_connections: int = 16
+    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
+    retry_after_cap: float = 60.0
+
+    def __attrs_post_init__(self) -> None:
+        for name in ("connect_timeout", "idle_timeout", "timeout", "retry_after_cap"):
+            object.__setattr__(self, name, _timeout(name, getattr(self, name)))
+        for name, low in (("max_retries", 0), ("max_connections", 1), ("max_event_bytes", 1024)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                msg = f"{name} must be an int of at least {low}, got {value!r}"
+                raise ValueError(msg)
+        if not isinstance(self.headers, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()
+        ):
+            msg = "headers must be a mapping of str to str"
+            raise TypeError(msg)
+        object.__setattr__(self, "headers", dict(self.headers))
+        if not isinstance(self.verify, (bool, str)):
+            msg = "verify must be True, False or the path of a CA bundle"
+            raise TypeError(msg)
+
+    @classmethod
+    def from_kwargs(cls, provider: str, options: Mapping[str, Any]) -> ModelOptions:
+        """Build options, naming any option that does not exist."""
+        known = {a.name for a in attrs.fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            msg = (
+                f"unknown option(s) for Providers.{provider}: {', '.join(unknown)}; "
+                f"known options: {', '.join(sorted(known))}"
+            )
+            raise TypeError(msg)
+        return cls(**options)
+
+
+class ChatModel:
+    """A model you can stream from; safe to share between threads.
+
+    Build one with ``Providers.openai(...)`` (or any other provider) and hand it to
+    ``Streaming.complete``.
+    """
+
+    def __init__(
+        self,
+        *,
+        wire: WireFormat,
+        model: str,
+        base_url: str,
+        options: ModelOptions,
+        secrets: tuple[str, ...],
+    ) -> None:
+        self._wire = wire
+        self._options = options
+        self._secrets = tuple(s for s in secrets if s)
+        self._transport = Transport(
+            max_connections=options.max_connections, verify=options.verify
+        )
+        self.model = model
+        self.base_url = base_url
+        _live_models.add(self)
+
+    @property
+    def provider(self) -> str:
+        """The provider's name, as used in errors ("openai", "groq"...)."""
+        return self._wire.provider
+
+    @property
+    def options(self) -> ModelOptions:
+        """The options this model was built with."""
+        return self._options
+
+    def close(self) -> None:
+        """Close this model's pooled connections (it reconnects if used again)."""
+        self._transport.close()
+
+    def __repr__(self) -> str:
+        return f"ChatModel(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
+
+
+def close_all_models() -> None:
+    """Close the pooled connections of every live model."""
+    for model in list(_live_models):
+        model.close()

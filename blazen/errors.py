@@ -1,0 +1,337 @@
+"""The errors blazen reports, and the one function that classifies provider failures.
+
+Every failure of a stream ends in exactly one of these, delivered to ``on_error`` (or
+raised by ``Streaming.complete`` when there is no error handler)::
+
+    BlazenError                      every error blazen reports; .kind, .message
+    ├── ProviderError                the provider (or the server at base_url) said no
+    │   ├── AuthError                missing, wrong or unauthorised key (401, 403)
+    │   ├── RateLimitError           429; .retry_after in seconds, or None
+    │   ├── OverloadedError          529, or an in-stream "overloaded_error"
+    │   ├── ContextLengthError       the prompt does not fit the model's window
+    │   ├── ContentPolicyError       refused by a content filter
+    │   └── InvalidRequestError      400/404/422: the request itself is wrong (also ValidationError)
+    ├── ValidationError              a value blazen was given cannot be used (also ValueError)
+    ├── TimeoutError                 a time limit ran out (also the builtin TimeoutError)
+    ├── ConnectionError              the connection failed or ended early (also the builtin)
+    ├── CancelledError               a CancelToken or Ctrl-C ended the stream
+    ├── UnsupportedError             the provider cannot do what the request asks
+    └── InternalError                a bug, or a callback that raised
+        └── CallbackError            on_chunk raised; the original is ``__cause__``
+
+An error that arrives inside a 200 stream is classified by :func:`error_from_provider`,
+the same function that classifies an HTTP error status, so an in-stream
+``overloaded_error`` is an :class:`OverloadedError` exactly as a 529 is.
+
+Keys never appear in an error: messages and bodies pass through :func:`redact` with the
+model's secrets before they are stored.
+"""
+
+from __future__ import annotations
+
+import builtins
+import email.utils
+import re
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+__all__ = [
+    "AuthError",
+    "BlazenError",
+    "CallbackError",
+    "CancelledError",
+    "ConnectionError",
+    "ContentPolicyError",
+    "ContextLengthError",
+    "InternalError",
+    "InvalidRequestError",
+    "OverloadedError",
+    "ProviderError",
+    "RateLimitError",
+    "TimeoutError",
+    "UnsupportedError",
+    "ValidationError",
+    "error_from_provider",
+    "parse_retry_after",
+    "redact",
+]
+
+#: Provider error bodies are kept for diagnosis, but never more than this many characters.
+BODY_CAP = 4096
+
+
+class BlazenError(Exception):
+    """Base of every error blazen reports.
+
+    ``kind`` is a short stable string for ``match``; ``partial`` holds the text that had
+    already streamed when the error ended the stream (empty when none), so nothing is lost.
+    """
+
+    kind = "error"
+    #: Whether the same request may succeed if sent again (used by the retry policy).
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: Optional[str] = None,
+        status: Optional[int] = None,
+        request_id: Optional[str] = None,
+        error_type: Optional[str] = None,
+        body: Optional[str] = None,
+        retryable: Optional[bool] = None,
+        retry_after: Optional[float] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.provider = provider
+        self.status = status
+        self.request_id = request_id
+        self.error_type = error_type
+        self.body = body
+        #: Seconds the server asked us to wait before trying again (Retry-After), or None.
+        self.retry_after = retry_after
+        self.partial = ""
+        self.partial_reasoning = ""
+        if retryable is not None:
+            self.retryable = retryable
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        extra = "".join(
+            f", {name}={value!r}"
+            for name in ("provider", "status", "error_type", "request_id")
+            if (value := getattr(self, name)) is not None
+        )
+        return f"{type(self).__name__}({self.message!r}{extra})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only fields would be lost by Exception's default pickling.
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[BlazenError], message: str, state: dict[str, Any]) -> BlazenError:
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
+
+class ProviderError(BlazenError):
+    """The provider, or whatever answers at ``base_url``, reported a failure."""
+
+    kind = "provider"
+
+
+class AuthError(ProviderError):
+    """The API key is missing, wrong, or not allowed to use this model."""
+
+    kind = "auth"
+
+
+class RateLimitError(ProviderError):
+    """Too many requests; ``retry_after`` is the provider's requested wait in seconds."""
+
+    kind = "rate_limit"
+    retryable = True
+
+
+class OverloadedError(ProviderError):
+    """The provider is overloaded (HTTP 529 or an in-stream ``overloaded_error``)."""
+
+    kind = "overloaded"
+    retryable = True
+
+
+class ContextLengthError(ProviderError):
+    """The prompt plus ``max_tokens`` does not fit the model's context window."""
+
+    kind = "context_length"
+
+
+class ContentPolicyError(ProviderError):
+    """A content filter refused the prompt or the answer."""
+
+    kind = "content_policy"
+
+
+class ValidationError(BlazenError, ValueError):
+    """A value handed to blazen cannot be used."""
+
+    kind = "validation"
+
+
+class InvalidRequestError(ProviderError, ValidationError):
+    """The provider rejected the request itself (HTTP 400, 404, 422)."""
+
+    kind = "invalid_request"
+
+
+class TimeoutError(BlazenError, builtins.TimeoutError):  # noqa: A001
+    """A time limit ran out; the message names the limit and the seconds waited."""
+
+    kind = "timeout"
+
+    def __init__(self, message: str, *, limit: str = "", seconds: float = 0.0, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.limit = limit
+        self.seconds = seconds
+
+
+class ConnectionError(BlazenError, builtins.ConnectionError):  # noqa: A001
+    """The connection could not be made, or it broke before the stream ended."""
+
+    kind = "connection"
+
+
+class CancelledError(BlazenError):
+    """The stream was cancelled by a :class:`CancelToken` or by Ctrl-C."""
+
+    kind = "cancelled"
+
+
+class UnsupportedError(BlazenError):
+    """The provider cannot do what the request asks (checked before anything is sent)."""
+
+    kind = "unsupported"
+
+
+class InternalError(BlazenError):
+    """Something inside blazen, or inside a callback, went wrong."""
+
+    kind = "internal"
+
+
+class CallbackError(InternalError):
+    """A chunk callback raised; the stream was aborted and ``__cause__`` is the exception."""
+
+    kind = "callback"
+
+
+def redact(text: str, secrets: Iterable[str]) -> str:
+    """Return ``text`` with every secret replaced by ``***``."""
+    for secret in secrets:
+        if secret and secret in text:
+            text = text.replace(secret, "***")
+    return text
+
+
+def parse_retry_after(headers: Mapping[str, str], now: Optional[float] = None) -> Optional[float]:
+    """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
+
+    ``Retry-After`` may be a number of seconds or an HTTP date (RFC 9110, 10.2.3);
+    ``retry-after-ms`` is OpenAI's and Anthropic's finer-grained variant and wins.
+    """
+    lowered = {k.lower(): v for k, v in headers.items()}
+    ms = lowered.get("retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000.0
+        except ValueError:
+            value = -1.0
+        if value >= 0:
+            return value
+    raw = lowered.get("retry-after")
+    if raw is None:
+        return None
+    raw = raw.strip()
+    try:
+        return max(0.0, float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+_CONTEXT_RE = re.compile(
+    r"context[ _]length|context window|maximum context|too many tokens|prompt is too long"
+    r"|input is too long|exceeds the (?:model's )?(?:maximum|context)",
+    re.IGNORECASE,
+)
+_AUTH_TYPES = frozenset(
+    {"authentication_error", "invalid_api_key", "permission_error", "unauthenticated",
+     "permission_denied", "invalid_authentication"}
+)
+_RATE_TYPES = frozenset(
+    {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "tokens", "requests"}
+)
+_OVERLOAD_TYPES = frozenset({"overloaded_error", "overloaded", "server_overloaded", "unavailable"})
+_POLICY_TYPES = frozenset(
+    {"content_filter", "content_policy_violation", "content_policy", "safety", "responsible_ai_policy_violation"}
+)
+_INVALID_TYPES = frozenset(
+    {"invalid_request_error", "invalid_argument", "not_found_error", "model_not_found", "failed_precondition"}
+)
+_CONTEXT_TYPES = frozenset({"context_length_exceeded", "string_above_max_length", "request_too_large"})
+# 429s that no amount of waiting fixes: the account is out of credit.
+_NO_RETRY_RATE = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+_RETRY_STATUS = frozenset({408, 500, 502, 503, 504})
+
+
+def error_from_provider(
+    *,
+    provider: str,
+    status: Optional[int],
+    message: str,
+    error_type: Optional[str] = None,
+    code: Optional[str] = None,
+    body: Optional[str] = None,
+    request_id: Optional[str] = None,
+    retry_after: Optional[float] = None,
+    secrets: Iterable[str] = (),
+) -> ProviderError:
+    """Classify a provider failure, from an HTTP status or from inside a stream.
+
+    ``status`` is None for an error event that arrived inside a 200 stream; ``error_type``
+    and ``code`` are the provider's own labels (``"overloaded_error"``,
+    ``"context_length_exceeded"``...). The most specific match wins: labels first, then
+    the status, then the message text.
+    """
+    secrets = tuple(secrets)
+    labels = {str(x).lower() for x in (error_type, code) if x}
+    text = redact(message or "", secrets) or "no message"
+    where = f"{provider} returned HTTP {status}" if status is not None else f"{provider} stream error"
+    msg = f"{where}: {text}"
+    capped = redact(body[:BODY_CAP], secrets) if body else None
+    kw: dict[str, Any] = {
+        "provider": provider,
+        "status": status,
+        "request_id": request_id,
+        "error_type": error_type or code,
+        "body": capped,
+        "retry_after": retry_after,
+    }
+    cls: type[ProviderError]
+    invalid = bool(labels & _INVALID_TYPES) or status in (400, 404, 413, 422)
+    if labels & _CONTEXT_TYPES or (invalid and _CONTEXT_RE.search(text)):
+        cls = ContextLengthError
+    elif labels & _POLICY_TYPES:
+        cls = ContentPolicyError
+    elif labels & _NO_RETRY_RATE:
+        return RateLimitError(
+            msg + " (quota exhausted: waiting will not help; check the account's billing)",
+            retryable=False, **{**kw, "retry_after": None},
+        )
+    elif labels & _OVERLOAD_TYPES or status == 529:
+        cls = OverloadedError
+    elif labels & _RATE_TYPES or status == 429:
+        return RateLimitError(msg, **kw)
+    elif labels & _AUTH_TYPES or status in (401, 403):
+        cls = AuthError
+    elif invalid:
+        cls = InvalidRequestError
+    else:
+        cls = ProviderError
+        # Server faults are worth another try, and so is an unlabelled error event inside a
+        # stream (the SPEC retries in-stream errors that arrive before any content).
+        kw["retryable"] = status is None or status in _RETRY_STATUS or status >= 500
+    return cls(msg, **kw)

@@ -1,0 +1,194 @@
+"""The stream state every wire format folds its payloads into. No I/O.
+
+A provider's ``fold`` reads one payload and calls :meth:`StreamState.tool_delta` for each
+tool-call fragment, then :meth:`StreamState.emit` with the text and reasoning deltas; ``emit``
+returns the chunk to deliver (or None when the payload changed nothing a user can see).
+Tool calls are assembled here once for every provider: ``id``, ``name`` and ``type`` are set
+once and never concatenated, only ``arguments`` fragments are appended.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from .._types import CompletionResponse, StreamChunk, TokenUsage, ToolCall, _Fragments
+
+__all__ = ["StreamState", "normalise_finish_reason"]
+
+_STOP = frozenset({"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"})
+_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
+_LENGTH = frozenset({"length", "max_tokens", "model_length", "model_context_window_exceeded"})
+_FILTER = frozenset(
+    {"content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii",
+     "refusal", "image_safety"}
+)
+
+
+def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
+    """Map a provider's finish reason to ``stop``, ``tool_calls``, ``length``,
+    ``content_filter`` or ``""`` (none reported).
+
+    A stop-like reason after tool calls is ``tool_calls``: Gemini and Ollama say "stop"
+    there. An unknown reason is treated as ``stop``; the raw value stays on the response.
+    """
+    if not raw:
+        return ""
+    low = raw.lower()
+    if low in _TOOLS:
+        return "tool_calls"
+    if low in _LENGTH:
+        return "length"
+    if low in _FILTER:
+        return "content_filter"
+    return "tool_calls" if has_tool_calls else "stop"
+
+
+class _Call:
+    __slots__ = ("id", "name", "parts", "synthetic_id")
+
+    def __init__(self, call_id: Optional[str], number: int) -> None:
+        self.synthetic_id = not call_id
+        self.id = call_id or f"call_{number}"
+        self.name = ""
+        self.parts: list[str] = []
+
+
+class StreamState:
+    """What has streamed so far: text, reasoning, tool calls, finish reason, usage."""
+
+    __slots__ = (
+        "_by_key",
+        "_calls",
+        "_current",
+        "_dirty",
+        "_reasoning",
+        "_snapshot",
+        "_text",
+        "finished",
+        "model",
+        "raw_finish_reason",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[_Call] = []
+        self._by_key: dict[Union[int, str], _Call] = {}
+        self._current: Optional[_Call] = None
+        self._dirty = False
+        self._snapshot: tuple[ToolCall, ...] = ()
+        #: The provider's end signal was seen ([DONE], message_stop, done: true, ...).
+        self.finished = False
+        self.raw_finish_reason: Optional[str] = None
+        self.usage: Optional[TokenUsage] = None
+        self.model: Optional[str] = None
+
+    # -- folding -----------------------------------------------------------------------
+
+    def tool_delta(
+        self,
+        index: Optional[int],
+        call_id: Optional[str],
+        name: Optional[str],
+        arguments: Optional[str],
+    ) -> None:
+        """Merge one tool-call fragment, keyed by ``index``, else ``id``, else the current call."""
+        call: Optional[_Call]
+        if index is not None:
+            call = self._by_key.get(index)
+            if call is None and call_id:
+                # Some servers number calls per chunk: an id we know wins over a new index.
+                call = self._by_key.get(call_id)
+                if call is not None:
+                    self._by_key[index] = call
+            if call is None:
+                call = self._new_call(call_id)
+                self._by_key[index] = call
+        elif call_id:
+            call = self._by_key.get(call_id)
+            if call is None:
+                call = self._new_call(call_id)
+        else:
+            call = self._current or self._new_call(None)
+        if call_id:
+            if call.synthetic_id:
+                call.id = call_id
+                call.synthetic_id = False
+                self._by_key[call_id] = call
+        if name and not call.name:
+            call.name = name
+        if arguments:
+            call.parts.append(arguments)
+        self._current = call
+        self._dirty = True
+
+    def _new_call(self, call_id: Optional[str]) -> _Call:
+        call = _Call(call_id, len(self._calls))
+        self._calls.append(call)
+        if call_id:
+            self._by_key[call_id] = call
+        return call
+
+    def emit(self, content: Optional[str], reasoning: Optional[str]) -> Optional[StreamChunk]:
+        """Record this payload's deltas; return the chunk to deliver, or None if nothing changed."""
+        if content:
+            self._text.append(content)
+        else:
+            content = None
+        if reasoning:
+            self._reasoning.append(reasoning)
+        else:
+            reasoning = None
+        if self._dirty:
+            self._dirty = False
+            self._snapshot = tuple(
+                ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts))) for c in self._calls
+            )
+        elif content is None and reasoning is None:
+            return None
+        return StreamChunk(
+            content_delta=content, reasoning_delta=reasoning, tool_calls=self._snapshot
+        )
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """All text so far."""
+        return "".join(self._text)
+
+    @property
+    def reasoning(self) -> str:
+        """All reasoning so far."""
+        return "".join(self._reasoning)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The current snapshot."""
+        if self._dirty:
+            self.emit(None, None)
+        return self._snapshot
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any text, reasoning or tool call has streamed."""
+        return bool(self._text or self._reasoning or self._calls)
+
+    def final_chunk(self) -> StreamChunk:
+        """The chunk that closes a successful stream (``is_final``, the last snapshot)."""
+        return StreamChunk(tool_calls=self.tool_calls, is_final=True)
+
+    def response(self) -> CompletionResponse:
+        """The assembled response."""
+        calls = self.tool_calls
+        reasoning = self.reasoning
+        return CompletionResponse(
+            content=self.text,
+            reasoning=reasoning or None,
+            tool_calls=calls,
+            finish_reason=normalise_finish_reason(self.raw_finish_reason, bool(calls)),
+            raw_finish_reason=self.raw_finish_reason,
+            usage=self.usage,
+            model=self.model,
+        )

@@ -1,0 +1,212 @@
+"""OpenAI chat completions, and every server that speaks the same wire format. No I/O.
+
+Quirks handled here (each seen from real servers):
+
+- the first chunk carries only ``role``; Azure sends a first chunk with empty ``choices``
+  (``prompt_filter_results``); the usage chunk has ``choices: []``;
+- tool-call deltas are keyed by ``index``, but some servers omit it, and llama.cpp repeats
+  ``id`` and ``name`` on every delta (``id``/``name`` are therefore set once, never joined);
+- reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (OpenRouter);
+- an error can arrive inside a 200 stream as ``{"error": {...}}``, and OpenRouter reports a
+  mid-stream failure as ``finish_reason: "error"``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from .._types import CompletionRequest, StreamChunk, TokenUsage
+from ..errors import ProviderError
+from ._base import HttpRequest, error_from_body, malformed, parse_json
+from ._state import StreamState
+
+__all__ = ["OpenAIWire", "openai_messages"]
+
+
+def openai_messages(req: CompletionRequest) -> list[dict[str, Any]]:
+    """The ``messages`` array for a request, in OpenAI's shape."""
+    out: list[dict[str, Any]] = []
+    if req.system:
+        out.append({"role": "system", "content": req.system})
+    for m in req.messages:
+        if m.role == "user" and m.images:
+            parts: list[dict[str, Any]] = []
+            if m.content:
+                parts.append({"type": "text", "text": m.content})
+            parts.extend(
+                {"type": "image_url", "image_url": {"url": img.as_data_url()}} for img in m.images
+            )
+            out.append({"role": "user", "content": parts})
+        elif m.role == "assistant" and m.tool_calls:
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": m.content,
+                    "tool_calls": [
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": c.arguments_json or "{}"},
+                        }
+                        for c in m.tool_calls
+                    ],
+                }
+            )
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
+        else:
+            out.append({"role": m.role, "content": m.content or ""})
+    return out
+
+
+def _usage(u: Mapping[str, Any]) -> TokenUsage:
+    prompt = u.get("prompt_tokens") or 0
+    completion = u.get("completion_tokens") or 0
+    pdet = u.get("prompt_tokens_details") or {}
+    cdet = u.get("completion_tokens_details") or {}
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=u.get("total_tokens") or prompt + completion,
+        cached_input_tokens=pdet.get("cached_tokens") or 0,
+        reasoning_tokens=cdet.get("reasoning_tokens") or 0,
+    )
+
+
+class OpenAIWire:
+    """The OpenAI chat-completions wire format at ``{base_url}/chat/completions``."""
+
+    framing = "sse"
+    stream_content_types = ("text/event-stream",)
+
+    def __init__(
+        self,
+        *,
+        provider: str,
+        base_url: str,
+        api_key: str,
+        model: str,
+        headers: Mapping[str, str],
+        stream_usage: bool = True,
+        auth_header: str = "Authorization",
+        url: Optional[str] = None,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self._url = url or base_url.rstrip("/") + "/chat/completions"
+        self._stream_usage = stream_usage
+        self._headers: dict[str, str] = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers[auth_header] = (
+                f"Bearer {api_key}" if auth_header == "Authorization" else api_key
+            )
+        self._headers.update(headers)
+
+    def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body for ``req``."""
+        body: dict[str, Any] = {"model": req.model or self.model, "messages": openai_messages(req)}
+        if req.max_tokens is not None:
+            body["max_tokens"] = req.max_tokens
+        if req.temperature is not None:
+            body["temperature"] = req.temperature
+        if req.top_p is not None:
+            body["top_p"] = req.top_p
+        if req.stop:
+            body["stop"] = list(req.stop)
+        if req.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
+                for t in req.tools
+            ]
+        if req.tool_choice is not None:
+            body["tool_choice"] = (
+                req.tool_choice
+                if req.tool_choice in ("auto", "none", "required")
+                else {"type": "function", "function": {"name": req.tool_choice}}
+            )
+        if req.response_format is not None:
+            body["response_format"] = req.response_format
+        if stream:
+            body["stream"] = True
+            if self._stream_usage:
+                body["stream_options"] = {"include_usage": True}
+        return body
+
+    def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
+        """The HTTP request for ``req``."""
+        headers = dict(self._headers)
+        if stream:
+            headers["Accept"] = "text/event-stream"
+        return HttpRequest(
+            method="POST",
+            url=self._url,
+            headers=headers,
+            body=json.dumps(self.body(req, stream=stream)).encode(),
+        )
+
+    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one ``data:`` payload into ``state``."""
+        if data == "[DONE]" or data.strip() == "[DONE]":
+            state.finished = True
+            return None
+        obj = parse_json(self.provider, data)
+        if obj.get("error") is not None:
+            raise error_from_body(self.provider, None, obj, raw=data)
+        model = obj.get("model")
+        if model:
+            state.model = model
+        usage = obj.get("usage")
+        if usage:
+            state.usage = _usage(usage)
+        choices = obj.get("choices")
+        if not choices:
+            return None
+        choice = choices[0]
+        # n > 1 is not supported by the callback API: only the first choice is followed.
+        if len(choices) > 1:
+            choice = next((c for c in choices if c.get("index", 0) == 0), choice)
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if content is not None and not isinstance(content, str):
+            raise malformed(self.provider, "delta.content is not a string", data)
+        if reasoning is not None and not isinstance(reasoning, str):
+            reasoning = None
+        calls = delta.get("tool_calls")
+        if calls:
+            for tc in calls:
+                fn = tc.get("function") or {}
+                args = fn.get("arguments")
+                if args is not None and not isinstance(args, str):
+                    # A few servers send the arguments as an object rather than as text.
+                    args = json.dumps(args)
+                state.tool_delta(tc.get("index"), tc.get("id"), fn.get("name"), args)
+        finish = choice.get("finish_reason")
+        if finish:
+            if finish == "error":
+                raise ProviderError(
+                    f"{self.provider} ended the stream with finish_reason 'error'"
+                    " (the upstream model failed mid-answer)",
+                    provider=self.provider,
+                    error_type="finish_reason_error",
+                    retryable=True,
+                )
+            state.raw_finish_reason = finish
+        return state.emit(content, reasoning)
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The error for a non-success HTTP response."""
+        try:
+            payload: Any = json.loads(body)
+        except ValueError:
+            payload = None
+        return error_from_body(self.provider, status, payload, headers=headers, raw=body)
