@@ -51,7 +51,8 @@ class _CountingSource:
         self.pending = 0
         self.eof = False
 
-    def __iter__(self) -> Iterator[bytes]:
+    def feed(self) -> Iterator[bytes]:
+        """The chunks, raising once the pending event passes the cap."""
         cap = self._cap
         for chunk in self._chunks:
             self.pending += len(chunk)
@@ -59,9 +60,6 @@ class _CountingSource:
                 raise _too_large(self._provider, cap)
             yield chunk
         self.eof = True
-
-    def close(self) -> None:
-        """sseclient-py's interface; the caller owns and closes the connection."""
 
 
 def iter_sse(
@@ -73,7 +71,7 @@ def iter_sse(
     event with no ``event:`` field is named ``"message"``.
     """
     source = _CountingSource(chunks, max_event_bytes, provider)
-    events = SSEClient(source).events()
+    events = SSEClient(source.feed()).events()
     while True:
         try:
             event = next(events)

@@ -20,9 +20,7 @@ __all__ = ["Llm"]
 _TOOL_CHOICES = ("auto", "none", "required")
 
 
-def _check_number(
-    name: str, value: Optional[float], low: float, high: float
-) -> Optional[float]:
+def _check_number(name: str, value: Optional[float], low: float, high: float) -> Optional[float]:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -141,7 +139,7 @@ class Llm:
         msgs = tuple(messages)
         for m in msgs:
             if not isinstance(m, ChatMessage):
-                msg = f"messages must be ChatMessage values (use Llm.user(...)), got {type(m).__name__}"
+                msg = f"messages must be ChatMessage values (Llm.user(...)), not {type(m).__name__}"
                 raise TypeError(msg)
         if not msgs and not system:
             msg = "a completion request needs at least one message"

@@ -104,9 +104,7 @@ class ChatModel:
         self._wire = wire
         self._options = options
         self._secrets = tuple(s for s in secrets if s)
-        self._transport = Transport(
-            max_connections=options.max_connections, verify=options.verify
-        )
+        self._transport = Transport(max_connections=options.max_connections, verify=options.verify)
         self.model = model
         self.base_url = base_url
         _live_models.add(self)
@@ -126,7 +124,10 @@ class ChatModel:
         self._transport.close()
 
     def __repr__(self) -> str:
-        return f"ChatModel(provider={self.provider!r}, model={self.model!r}, base_url={self.base_url!r})"
+        return (
+            f"ChatModel(provider={self.provider!r}, model={self.model!r}, "
+            f"base_url={self.base_url!r})"
+        )
 
 
 def close_all_models() -> None:

@@ -15,7 +15,7 @@ __all__ = ["Providers"]
 
 def _resolve_key(provider: str, api_key: str, env_vars: tuple[str, ...], required: bool) -> str:
     if not isinstance(api_key, str):
-        msg = f"api_key must be a string (\"\" reads {' or '.join(env_vars) or 'nothing'})"
+        msg = f'api_key must be a string ("" reads {" or ".join(env_vars) or "nothing"})'
         raise TypeError(msg)
     if api_key:
         return api_key

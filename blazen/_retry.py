@@ -22,8 +22,8 @@ def retry_delay(attempt: int, err: BlazenError, *, cap: float) -> Optional[float
     """
     if not err.retryable:
         return None
-    asked = err.retry_after
+    asked: Optional[float] = err.retry_after
     if asked is not None:
-        return asked if asked <= cap else None
-    backoff = min(MAX_BACKOFF, BASE_DELAY * (2**attempt))
+        return float(asked) if asked <= cap else None
+    backoff = min(MAX_BACKOFF, BASE_DELAY * (2.0**attempt))
     return backoff / 2 + random.uniform(0, backoff / 2)

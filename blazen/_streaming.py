@@ -69,7 +69,7 @@ class _Run:
     def _work(self) -> None:
         try:
             self._attempts()
-        except BaseException as exc:  # noqa: BLE001 - the caller must hear of every failure
+        except BaseException as exc:
             err = InternalError(f"blazen's stream worker failed: {type(exc).__name__}: {exc}")
             err.__cause__ = exc
             self.queue.put((_ERROR, err))
@@ -79,8 +79,8 @@ class _Run:
         opts = model.options
         try:
             http = model._wire.build(self.req, stream=True)
-        except BlazenError as err:
-            self.queue.put((_ERROR, err))
+        except BlazenError as build_error:
+            self.queue.put((_ERROR, build_error))
             return
         attempt = 0
         while True:
@@ -88,7 +88,7 @@ class _Run:
             try:
                 self._attempt(http)
                 return
-            except Exception as exc:  # noqa: BLE001 - mapped to a blazen error below
+            except Exception as exc:
                 if self.abort.aborted:
                     return  # the caller decided how this stream ends
                 err = map_exception(
@@ -394,7 +394,7 @@ class _Caller:
                 if on_chunk is not None:
                     try:
                         on_chunk(payload)
-                    except Exception as exc:  # noqa: BLE001 - reported through on_error
+                    except Exception as exc:
                         self._callback_raised(exc)
                         return None
             elif tag == _DONE:
@@ -410,9 +410,7 @@ class _Caller:
             elif tag == _CANCEL:
                 reason = next((t.reason for t in self.tokens if t.cancelled and t.reason), "")
                 self._fail(
-                    CancelledError(
-                        "the stream was cancelled" + (f": {reason}" if reason else "")
-                    )
+                    CancelledError("the stream was cancelled" + (f": {reason}" if reason else ""))
                 )
                 return None
             else:  # _PROGRESS: a retry is starting, which is not being idle
@@ -443,7 +441,9 @@ class _Caller:
         # Tear the connection down first, so the server stops sending at once.
         self.run_.abort.abort()
         logger.error(
-            "on_chunk raised %s; aborting the %s stream", type(exc).__name__, self.model.provider,
+            "on_chunk raised %s; aborting the %s stream",
+            type(exc).__name__,
+            self.model.provider,
             exc_info=exc,
         )
         err = CallbackError(f"on_chunk raised {type(exc).__name__}: {exc}; the stream was aborted")

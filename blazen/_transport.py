@@ -168,9 +168,7 @@ class Transport:
                 if session is None:
                     session = requests.Session()
                     session.cookies = _NoCookies()
-                    adapter = _Adapter(
-                        pool_connections=4, pool_maxsize=self._max, max_retries=0
-                    )
+                    adapter = _Adapter(pool_connections=4, pool_maxsize=self._max, max_retries=0)
                     session.mount("http://", adapter)
                     session.mount("https://", adapter)
                     self._session = session
@@ -223,7 +221,8 @@ class Transport:
 def iter_bytes(resp: requests.Response) -> Iterator[bytes]:
     """Yield body bytes as soon as the socket has any, chunked or close-delimited."""
     raw = resp.raw
-    read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw._fp.read1
+    # urllib3 >= 2 has read1; older versions expose http.client's response as _fp.
+    read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw._fp.read1  # type: ignore[union-attr]
     while True:
         data = read1(_READ_SIZE)
         if not data:
@@ -235,7 +234,7 @@ def read_error_body(resp: requests.Response) -> str:
     """Up to 64 KiB of an error response's body, decoded leniently."""
     try:
         data = resp.raw.read(_ERROR_BODY_CAP, decode_content=True)
-    except Exception:  # noqa: BLE001 - a broken error body must not hide the status
+    except Exception:
         data = b""
     finally:
         resp.close()
@@ -259,7 +258,7 @@ def release(resp: requests.Response, *, drain_timeout: float = 1.0) -> None:
             sock.settimeout(drain_timeout)
         for _ in iter_bytes(resp):
             pass
-    except Exception:  # noqa: BLE001 - whatever went wrong, the connection is not reusable
+    except Exception:
         resp.close()
         return
     raw.release_conn()
@@ -306,7 +305,7 @@ def map_exception(
     connect_timeout: Optional[float],
     read_timeout: Optional[float],
 ) -> BlazenError:
-    """Map an exception raised while talking HTTP to the one blazen error that says what happened."""
+    """Map an exception raised while talking HTTP to the blazen error that says what happened."""
     if isinstance(exc, BlazenError):
         return exc
     what = next((w for cls, w in _EXCEPTIONS if isinstance(exc, cls)), "unknown")

@@ -61,7 +61,7 @@ class ToolCall:
         return text
 
     def arguments(self) -> dict[str, Any]:
-        """Parse :attr:`arguments_json`; ``""`` means ``{}``. Raises ``ValueError`` if not an object."""
+        """Parse :attr:`arguments_json` (``""`` means ``{}``); ``ValueError`` if not an object."""
         raw = self.arguments_json
         if not raw.strip():
             return {}
@@ -84,7 +84,9 @@ class ToolCall:
         return hash((self.id, self.name, self.arguments_json))
 
     def __repr__(self) -> str:
-        return f"ToolCall(id={self.id!r}, name={self.name!r}, arguments_json={self.arguments_json!r})"
+        return (
+            f"ToolCall(id={self.id!r}, name={self.name!r}, arguments_json={self.arguments_json!r})"
+        )
 
 
 def _json_copy(value: Any, what: str) -> Any:
@@ -111,7 +113,9 @@ class ToolDefinition:
             msg = f"tool description must be a string, got {type(self.description).__name__}"
             raise TypeError(msg)
         if not isinstance(self.parameters, dict):
-            msg = f"tool parameters must be a JSON-schema dict, got {type(self.parameters).__name__}"
+            msg = (
+                f"tool parameters must be a JSON-schema dict, got {type(self.parameters).__name__}"
+            )
             raise TypeError(msg)
         object.__setattr__(
             self, "parameters", _json_copy(self.parameters, f"parameters of tool {self.name!r}")

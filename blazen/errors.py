@@ -171,7 +171,7 @@ class InvalidRequestError(ProviderError, ValidationError):
     kind = "invalid_request"
 
 
-class TimeoutError(BlazenError, builtins.TimeoutError):  # noqa: A001
+class TimeoutError(BlazenError, builtins.TimeoutError):
     """A time limit ran out; the message names the limit and the seconds waited."""
 
     kind = "timeout"
@@ -182,7 +182,7 @@ class TimeoutError(BlazenError, builtins.TimeoutError):  # noqa: A001
         self.seconds = seconds
 
 
-class ConnectionError(BlazenError, builtins.ConnectionError):  # noqa: A001
+class ConnectionError(BlazenError, builtins.ConnectionError):
     """The connection could not be made, or it broke before the stream ended."""
 
     kind = "connection"
@@ -258,20 +258,40 @@ _CONTEXT_RE = re.compile(
     re.IGNORECASE,
 )
 _AUTH_TYPES = frozenset(
-    {"authentication_error", "invalid_api_key", "permission_error", "unauthenticated",
-     "permission_denied", "invalid_authentication"}
+    {
+        "authentication_error",
+        "invalid_api_key",
+        "permission_error",
+        "unauthenticated",
+        "permission_denied",
+        "invalid_authentication",
+    }
 )
 _RATE_TYPES = frozenset(
     {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "tokens", "requests"}
 )
 _OVERLOAD_TYPES = frozenset({"overloaded_error", "overloaded", "server_overloaded", "unavailable"})
 _POLICY_TYPES = frozenset(
-    {"content_filter", "content_policy_violation", "content_policy", "safety", "responsible_ai_policy_violation"}
+    {
+        "content_filter",
+        "content_policy_violation",
+        "content_policy",
+        "safety",
+        "responsible_ai_policy_violation",
+    }
 )
 _INVALID_TYPES = frozenset(
-    {"invalid_request_error", "invalid_argument", "not_found_error", "model_not_found", "failed_precondition"}
+    {
+        "invalid_request_error",
+        "invalid_argument",
+        "not_found_error",
+        "model_not_found",
+        "failed_precondition",
+    }
 )
-_CONTEXT_TYPES = frozenset({"context_length_exceeded", "string_above_max_length", "request_too_large"})
+_CONTEXT_TYPES = frozenset(
+    {"context_length_exceeded", "string_above_max_length", "request_too_large"}
+)
 # 429s that no amount of waiting fixes: the account is out of credit.
 _NO_RETRY_RATE = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 _RETRY_STATUS = frozenset({408, 500, 502, 503, 504})
@@ -299,7 +319,9 @@ def error_from_provider(
     secrets = tuple(secrets)
     labels = {str(x).lower() for x in (error_type, code) if x}
     text = redact(message or "", secrets) or "no message"
-    where = f"{provider} returned HTTP {status}" if status is not None else f"{provider} stream error"
+    where = (
+        f"{provider} returned HTTP {status}" if status is not None else f"{provider} stream error"
+    )
     msg = f"{where}: {text}"
     capped = redact(body[:BODY_CAP], secrets) if body else None
     kw: dict[str, Any] = {
@@ -319,7 +341,8 @@ def error_from_provider(
     elif labels & _NO_RETRY_RATE:
         return RateLimitError(
             msg + " (quota exhausted: waiting will not help; check the account's billing)",
-            retryable=False, **{**kw, "retry_after": None},
+            retryable=False,
+            **{**kw, "retry_after": None},
         )
     elif labels & _OVERLOAD_TYPES or status == 529:
         cls = OverloadedError

@@ -366,7 +366,7 @@ class StreamServer:
             buf += data
         head, _, rest = buf.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
-        method, path, _ = (lines[0].split(" ", 2) + ["", ""])[:3]
+        method, path, _ = [*lines[0].split(" ", 2), "", ""][:3]
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
@@ -423,9 +423,21 @@ class StreamServer:
 
 
 _REASONS = {
-    200: "OK", 301: "Moved Permanently", 302: "Found", 307: "Temporary Redirect",
-    400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-    408: "Request Timeout", 413: "Payload Too Large", 422: "Unprocessable Entity",
-    429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-    503: "Service Unavailable", 504: "Gateway Timeout", 529: "Overloaded",
+    200: "OK",
+    301: "Moved Permanently",
+    302: "Found",
+    307: "Temporary Redirect",
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    408: "Request Timeout",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    529: "Overloaded",
 }

@@ -15,12 +15,22 @@ from .._types import CompletionResponse, StreamChunk, TokenUsage, ToolCall, _Fra
 
 __all__ = ["StreamState", "normalise_finish_reason"]
 
-_STOP = frozenset({"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"})
+_STOP = frozenset(
+    {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"}
+)
 _TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
 _LENGTH = frozenset({"length", "max_tokens", "model_length", "model_context_window_exceeded"})
 _FILTER = frozenset(
-    {"content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii",
-     "refusal", "image_safety"}
+    {
+        "content_filter",
+        "safety",
+        "recitation",
+        "blocklist",
+        "prohibited_content",
+        "spii",
+        "refusal",
+        "image_safety",
+    }
 )
 
 
@@ -111,11 +121,10 @@ class StreamState:
                 call = self._new_call(call_id)
         else:
             call = self._current or self._new_call(None)
-        if call_id:
-            if call.synthetic_id:
-                call.id = call_id
-                call.synthetic_id = False
-                self._by_key[call_id] = call
+        if call_id and call.synthetic_id:
+            call.id = call_id
+            call.synthetic_id = False
+            self._by_key[call_id] = call
         if name and not call.name:
             call.name = name
         if arguments:

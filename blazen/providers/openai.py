@@ -79,7 +79,7 @@ class OpenAIWire:
     """The OpenAI chat-completions wire format at ``{base_url}/chat/completions``."""
 
     framing = "sse"
-    stream_content_types = ("text/event-stream",)
+    stream_content_types: tuple[str, ...] = ("text/event-stream",)
 
     def __init__(
         self,
