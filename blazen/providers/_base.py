@@ -8,7 +8,7 @@ from typing import Any, Optional, Protocol
 
 import attrs
 
-from .._types import CompletionRequest, StreamChunk
+from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import ProviderError, error_from_provider, parse_retry_after
 from ._state import StreamState
 
@@ -53,6 +53,10 @@ class WireFormat(Protocol):
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""
+        ...
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request (``build(req, stream=False)``)."""
         ...
 
 

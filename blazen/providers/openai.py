@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from .._types import CompletionRequest, StreamChunk, TokenUsage
+from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError
 from ._base import HttpRequest, error_from_body, malformed, parse_json
 from ._state import StreamState
@@ -202,6 +202,31 @@ class OpenAIWire:
                 )
             state.raw_finish_reason = finish
         return state.emit(content, reasoning)
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request, folded through the same state."""
+        obj = parse_json(self.provider, body)
+        if obj.get("error") is not None:
+            raise error_from_body(self.provider, None, obj, raw=body)
+        state = StreamState()
+        state.finished = True
+        state.model = obj.get("model")
+        if obj.get("usage"):
+            state.usage = _usage(obj["usage"])
+        choices = obj.get("choices") or []
+        if not choices:
+            raise malformed(self.provider, "no choices", body)
+        message = choices[0].get("message") or {}
+        for i, tc in enumerate(message.get("tool_calls") or ()):
+            fn = tc.get("function") or {}
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):
+                args = json.dumps(args)
+            state.tool_delta(i, tc.get("id"), fn.get("name"), args)
+        state.raw_finish_reason = choices[0].get("finish_reason")
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        state.emit(message.get("content"), reasoning if isinstance(reasoning, str) else None)
+        return state.response()
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""

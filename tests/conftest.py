@@ -1,0 +1,49 @@
+"""Shared fixtures: a real HTTP server on loopback (blazen.testing.StreamServer)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import blazen
+from blazen import Llm
+from blazen.testing import Reply, StreamServer
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_bytes(provider: str, name: str) -> bytes:
+    """The raw wire bytes of ``tests/fixtures/<provider>/<name>``."""
+    return (FIXTURES / provider / name).read_bytes()
+
+
+@pytest.fixture(autouse=True)
+def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tests never reach a real provider, whatever the developer's shell holds.
+    for var in list(os.environ):
+        if var.endswith(("_API_KEY", "_BASE_URL")) or var == "AZURE_OPENAI_ENDPOINT":
+            monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[StreamServer]:
+    with StreamServer() as srv:
+        yield srv
+
+
+@pytest.fixture
+def model(server: StreamServer) -> blazen.ChatModel:
+    """An OpenAI-format model pointed at the test server, with quick retries."""
+    return blazen.Providers.openai(api_key="sk-test-SECRET-0123456789", base_url=server.base_url)
+
+
+@pytest.fixture
+def req() -> blazen.CompletionRequest:
+    return Llm.completion_request([Llm.system("You are terse."), Llm.user("Tell me a joke.")])
+
+
+def sse_reply(name: str, provider: str = "openai", **kw: object) -> Reply:
+    return Reply.sse(fixture_bytes(provider, name), **kw)  # type: ignore[arg-type]
