@@ -41,7 +41,7 @@ from .errors import (
 )
 from .providers._base import HttpRequest
 
-__all__ = ["Abort", "Transport", "iter_bytes", "map_exception"]
+__all__ = ["Abort", "Transport", "iter_bytes", "map_exception", "read_body", "read_error_body"]
 
 logger = logging.getLogger("blazen")
 
@@ -162,6 +162,19 @@ class Transport:
         self._verify = verify
         self._lock = threading.Lock()
         self._session: Optional[requests.Session] = None
+        # Bounds the connections in use at once; the pool keeps at most as many idle ones.
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    @contextlib.contextmanager
+    def slot(self, abort: Abort) -> Iterator[None]:
+        """Hold one of ``max_connections`` slots; waiting for one still obeys ``abort``."""
+        while not self._slots.acquire(timeout=0.05):
+            if abort.aborted:
+                raise CancelledError("the stream was cancelled while waiting for a connection")
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def _get_session(self) -> requests.Session:
         session = self._session
@@ -231,6 +244,24 @@ def iter_bytes(resp: requests.Response) -> Iterator[bytes]:
         if not data:
             return
         yield data
+
+
+def read_body(resp: requests.Response, cap: int, provider: str) -> str:
+    """A whole (non-streamed) response body as text, refusing one larger than ``cap``."""
+    data = resp.raw.read(cap + 1, decode_content=True)
+    if len(data) > cap:
+        raise ProviderError(
+            f"{provider} sent a response larger than {cap} bytes; it was not read "
+            "(raise max_event_bytes if this is expected)",
+            provider=provider,
+            error_type="response_too_large",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProviderError(
+            f"{provider} sent a response that is not valid UTF-8", provider=provider
+        ) from exc
 
 
 def read_error_body(resp: requests.Response) -> str:
