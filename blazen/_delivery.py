@@ -106,7 +106,6 @@ class Delivery:
 
     def steps(self) -> Generator[Op, Any, Optional[CompletionResponse]]:
         """The protocol; see the module docstring."""
-        run = self.run
         on_chunk = self.on_chunk
         idle = self.idle
         total = self.timeout
