@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import Optional
+from typing import Callable, Optional
 
 from ._cancel import CancelToken
 from ._delivery import ChunkCallback, DoneCallback, ErrorCallback
@@ -14,6 +14,10 @@ from ._types import CompletionRequest, CompletionResponse
 from .errors import BlazenError
 
 __all__ = ["StreamHandle"]
+
+
+def _forward(source: CancelToken, target: CancelToken) -> Callable[[], None]:
+    return lambda: target.cancel(source.reason)
 
 
 class StreamHandle(Future):  # type: ignore[type-arg]
@@ -45,7 +49,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
         token = handle._token = CancelToken()
         # The caller's token and its ambient one (captured now: the background thread
         # starts with an empty context) both cancel this stream, with their reason.
-        unsubscribe = [t.subscribe(lambda t=t: token.cancel(t.reason)) for t in tokens_for(cancel)]
+        unsubscribe = [t.subscribe(_forward(t, token)) for t in tokens_for(cancel)]
         failure: list[BlazenError] = []
 
         def record_error(err: BlazenError) -> None:
