@@ -10,7 +10,7 @@ import pytest
 
 import blazen
 from blazen import Llm
-from blazen.testing import Reply, StreamServer
+from blazen.testing import Recorder, Reply, StreamServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -47,3 +47,37 @@ def req() -> blazen.CompletionRequest:
 
 def sse_reply(name: str, provider: str = "openai", **kw: object) -> Reply:
     return Reply.sse(fixture_bytes(provider, name), **kw)  # type: ignore[arg-type]
+
+
+def ndjson_reply(name: str, provider: str = "ollama", **kw: object) -> Reply:
+    """An NDJSON stream replayed from ``tests/fixtures/<provider>/<name>``."""
+    return Reply(
+        headers={"Content-Type": "application/x-ndjson"},
+        body=[fixture_bytes(provider, name)],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def json_reply(
+    provider: str, name: str, status: int, headers: dict[str, str] | None = None
+) -> Reply:
+    """An HTTP error whose body is ``tests/fixtures/<provider>/<name>``, byte for byte."""
+    return Reply(
+        status=status,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        body=[fixture_bytes(provider, name)],
+        transfer="length",
+    )
+
+
+def stream(
+    server: StreamServer,
+    model: blazen.ChatModel,
+    req: blazen.CompletionRequest,
+    *replies: Reply,
+) -> tuple[Recorder, blazen.CompletionResponse | None]:
+    """Queue ``replies``, stream ``req`` with a Recorder, return it and the response."""
+    server.add(*replies)
+    rec = Recorder()
+    resp = blazen.Streaming.complete(model, req, rec.handler)
+    return rec, resp

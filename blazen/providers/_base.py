@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import mimetypes
 import re
 from collections.abc import Mapping
 from typing import Any, Optional, Protocol
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -207,6 +209,11 @@ def image_source(provider: str, image: ImagePart) -> tuple[str, str, str]:
             msg = f"{provider}: an image data: URL must be base64-encoded (data:<type>;base64,...)"
             raise UnsupportedError(msg, provider=provider)
         return "base64", match.group(1) or image.media_type, match.group(3)
+    # An image given as a bare URL string carries the default media type; the URL's own
+    # extension is the better guess for providers that want one (Gemini's fileData).
+    guessed, _ = mimetypes.guess_type(urlsplit(url).path)
+    if guessed and guessed.startswith("image/"):
+        return "url", guessed, url
     return "url", image.media_type, url
 
 
