@@ -81,3 +81,35 @@ def stream(
     rec = Recorder()
     resp = blazen.Streaming.complete(model, req, rec.handler)
     return rec, resp
+
+
+#: Every factory, and where its wire expects the test server's address.
+NATIVE = ("openai", "azure", "anthropic", "gemini", "ollama")
+PRESET_NAMES = (
+    "openrouter",
+    "groq",
+    "together",
+    "mistral",
+    "deepseek",
+    "fireworks",
+    "perplexity",
+    "xai",
+    "cohere",
+    "lm_studio",
+    "vllm",
+    "llamacpp",
+)
+
+
+def model_for(
+    name: str, server: StreamServer, api_key: str = "", **options: object
+) -> blazen.ChatModel:
+    """``Providers.<name>`` pointed at ``server``, with a key unless ``api_key`` is given."""
+    base = {
+        "anthropic": server.url,
+        "gemini": server.url + "/v1beta",
+        "ollama": server.url,
+        "azure": server.url,
+    }.get(name, server.base_url)
+    factory = getattr(blazen.Providers, name)
+    return factory(api_key=api_key or f"{name}-key-SECRET-0123456789", base_url=base, **options)  # type: ignore[no-any-return]

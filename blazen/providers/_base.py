@@ -131,7 +131,9 @@ def error_from_body(
     code: Optional[str] = None
     if isinstance(err, dict):
         message = _first_str(err.get("message"), err.get("detail"), err.get("msg"))
-        error_type = _first_str(err.get("type"), err.get("status"))
+        # Google's "status" is a label (RESOURCE_EXHAUSTED); Azure's is the HTTP number.
+        status_label = err.get("status") if isinstance(err.get("status"), str) else None
+        error_type = _first_str(err.get("type"), status_label)
         code = _first_str(err.get("code"))
     elif isinstance(err, str):
         message = err
