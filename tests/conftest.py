@@ -24,7 +24,10 @@ def fixture_bytes(provider: str, name: str) -> bytes:
 def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests never reach a real provider, whatever the developer's shell holds.
     for var in list(os.environ):
-        if var.endswith(("_API_KEY", "_BASE_URL")) or var == "AZURE_OPENAI_ENDPOINT":
+        if var.endswith(("_API_KEY", "_BASE_URL")) or var in (
+            "AZURE_OPENAI_ENDPOINT",
+            "OPENAI_API_VERSION",
+        ):
             monkeypatch.delenv(var, raising=False)
 
 

@@ -38,6 +38,7 @@ CASES = [
         None,
     ),
     ("gemini", "http_400_api_key.json", 400, {}, blazen.AuthError, "INVALID_ARGUMENT", None),
+    ("gemini", "http_401.json", 401, {}, blazen.AuthError, "UNAUTHENTICATED", None),
     ("gemini", "http_403.json", 403, {}, blazen.AuthError, "PERMISSION_DENIED", None),
     ("gemini", "http_429.json", 429, {}, blazen.RateLimitError, "RESOURCE_EXHAUSTED", 34.0),
     ("gemini", "http_500.json", 500, {}, blazen.ProviderError, "INTERNAL", None),

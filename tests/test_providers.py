@@ -204,3 +204,62 @@ def test_anthropic_options_are_checked(server):
     assert b'"max_tokens": 99' in http.body
     with pytest.raises(TypeError, match="default_max_tokens"):
         model_for("anthropic", server, default_max_tokens="many")
+
+
+def test_openai_request_shape_with_system_images_tools_and_a_tool_round_trip(server):
+    """The OpenAI wire (and so every preset and Azure) sends the full tool-use conversation."""
+    from .test_anthropic import tool_turn_request
+
+    model = model_for("openai", server)
+    stream(server, model, tool_turn_request(), sse_reply("text.sse"))
+    sent = server.requests[0]
+    assert sent.header("Authorization") == "Bearer openai-key-SECRET-0123456789"
+    assert sent.json() == {
+        "model": "gpt-4o-mini",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is in these pictures, and the weather?"},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="},
+                    },
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": "Let me check.",
+                "tool_calls": [
+                    {
+                        "id": "toolu_01A",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "toolu_01A", "content": '{"temp_c": 18}'},
+            {"role": "user", "content": "Thanks!"},
+        ],
+        "max_tokens": 300,
+        "temperature": 0.5,
+        "stop": ["END"],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "Weather for a city",
+                    "parameters": {
+                        "type": "object",
+                        "properties": {"location": {"type": "string"}},
+                    },
+                },
+            }
+        ],
+        "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
