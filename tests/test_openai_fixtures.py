@@ -38,7 +38,7 @@ def test_text_stream_skips_role_only_chunk_and_reads_usage_only_final_chunk(serv
 
 def test_azure_first_chunk_with_empty_choices_is_ignored(server, model, req):
     """Azure's prompt_filter_results chunk (choices: []) neither breaks nor delivers."""
-    rec, _resp = run(server, model, req, sse_reply("azure_empty_choices.sse"))
+    rec, resp = run(server, model, req, sse_reply("azure_empty_choices.sse"))
     assert rec.text == "Hello there"
     assert rec.done == ("stop", None)
 
@@ -66,7 +66,7 @@ def test_parallel_tool_calls_split_over_many_deltas_build_cumulative_snapshots(s
 
 def test_repeated_id_and_name_on_every_delta_are_set_once(server, model, req):
     """llama.cpp repeats id and name on each delta: they must not be concatenated."""
-    _rec, resp = run(server, model, req, sse_reply("repeated_id_name.sse"))
+    rec, resp = run(server, model, req, sse_reply("repeated_id_name.sse"))
     (call,) = resp.tool_calls
     assert (call.id, call.name) == ("call_f2c1", "get_weather")
     assert call.arguments() == {"city": "Oslo"}
@@ -74,7 +74,7 @@ def test_repeated_id_and_name_on_every_delta_are_set_once(server, model, req):
 
 def test_tool_deltas_without_index_follow_id_then_current_call(server, model, req):
     """No index: a new id starts a call, a delta without id continues the current one."""
-    _rec, resp = run(server, model, req, sse_reply("missing_index.sse"))
+    rec, resp = run(server, model, req, sse_reply("missing_index.sse"))
     assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
         ("call_a1", "add", {"a": 1, "b": 2}),
         ("call_b2", "mul", {"a": 3, "b": 4}),
@@ -83,7 +83,7 @@ def test_tool_deltas_without_index_follow_id_then_current_call(server, model, re
 
 def test_duplicate_index_in_one_chunk_and_whole_call_in_one_delta(server, model, req):
     """Two fragments of the same index in one chunk merge; a whole call in one delta works."""
-    _rec, resp = run(server, model, req, sse_reply("duplicate_index_whole_call.sse"))
+    rec, resp = run(server, model, req, sse_reply("duplicate_index_whole_call.sse"))
     assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
         ("call_d1", "lookup", {"q": "blazen"}),
         ("call_d2", "now", {}),
@@ -114,7 +114,7 @@ def test_finish_length_is_normalised_and_raw_kept(server, model, req):
 @pytest.mark.parametrize("name", ["crlf.sse", "no_space.sse", "keepalive_comments.sse"])
 def test_framing_variants_deliver_the_same_text(server, model, req, name):
     """CRLF line endings, 'data:' without a space, comments and empty frames all parse."""
-    rec, _resp = run(server, model, req, sse_reply(name))
+    rec, resp = run(server, model, req, sse_reply(name))
     expected = (
         "Keep alive" if name.startswith("keepalive") else "Why did the scarecrow win an award?"
     )
@@ -134,7 +134,7 @@ def test_utf8_characters_split_across_tcp_writes_arrive_whole(server, model, req
 
 def test_truncation_without_done_is_an_error_never_a_done(server, model, req):
     """EOF before [DONE] ends in ConnectionError carrying the partial text."""
-    rec, _resp = run(server, model, req, sse_reply("truncated.sse", transfer="close"))
+    rec, resp = run(server, model, req, sse_reply("truncated.sse", transfer="close"))
     assert rec.kinds == ["chunk", "chunk", "error"]
     assert isinstance(rec.error, blazen.ConnectionError)
     assert "before its end signal" in rec.error.message
