@@ -265,6 +265,8 @@ _AUTH_TYPES = frozenset(
         "unauthenticated",
         "permission_denied",
         "invalid_authentication",
+        # Google answers a wrong key with 400 INVALID_ARGUMENT; the reason says what it is.
+        "api_key_invalid",
     }
 )
 _RATE_TYPES = frozenset(
@@ -278,6 +280,8 @@ _POLICY_TYPES = frozenset(
         "content_policy",
         "safety",
         "responsible_ai_policy_violation",
+        # Gemini's promptFeedback.blockReason: the prompt was refused before any answer.
+        "prompt_blocked",
     }
 )
 _INVALID_TYPES = frozenset(
