@@ -335,7 +335,8 @@ class Workflow:
         def drive() -> None:
             # Not the loop's default executor: it is small, and a run queued behind
             # others there would not start its time budget until a thread came free.
-            ok, value = False, None
+            ok = False
+            value: Any = None
             try:
                 value = run.drive(data)
                 ok = True
