@@ -155,6 +155,10 @@ class Workflow:
         """The hard time budget of each run in milliseconds, or None for none."""
         return self._timeout_ms
 
+    def __repr__(self) -> str:
+        names = [s.name for s in self.steps]
+        return f"Workflow({self._name!r}, steps={names!r}, timeout_ms={self._timeout_ms!r})"
+
     def timeout_ms(self, ms: Optional[float]) -> Workflow:
         """Set each run's hard wall-clock budget (None: none); returns the workflow.
 
