@@ -6,22 +6,20 @@ Two variants of the one-step workflow from "Streaming inside a workflow step":
 - per-delta: the step publishes each delta as it arrives (``ctx.publish``), and the run's
   ``on_event`` forwards it to a sink (here, the terminal) while the stream is still going.
 
-With ``OPENAI_API_KEY`` set it asks OpenAI (``OPENAI_BASE_URL`` and ``OPENAI_MODEL`` are
-honoured); with only ``OPENAI_BASE_URL`` set it asks that OpenAI-compatible server with no
-key (LM Studio, vLLM, llama.cpp...); with neither it replays a canned stream from a local
-``blazen.testing.StreamServer`` and says so. ::
+Set ``BLAZEN_BASE_URL`` (any OpenAI-compatible server) or ``OPENAI_API_KEY`` to ask a real
+model; with neither it replays a recorded stream from a local ``blazen.testing.StreamServer``
+and says so on stderr. ::
 
     python examples/streaming_greet.py
 """
 
 from __future__ import annotations
 
-import os
-import sys
+from _demo import model_or_demo, paced
 
 import blazen
-from blazen import Event, Llm, Providers, StepOutput, Streaming
-from blazen.testing import Pause, Reply, StreamServer, openai_sse
+from blazen import Event, Llm, StepOutput, Streaming
+from blazen.testing import Reply, openai_sse
 
 
 def buffered(model: blazen.ChatModel, req: blazen.CompletionRequest) -> blazen.Workflow:
@@ -66,7 +64,10 @@ def per_delta(model: blazen.ChatModel, req: blazen.CompletionRequest) -> blazen.
     return wf
 
 
-def main(model: blazen.ChatModel) -> None:
+def main() -> None:
+    greeting = ["Hello", " there", ",", " lovely", " human", "!"]
+    # Two recorded replies: one for each variant.
+    model = model_or_demo([Reply.sse(paced(openai_sse(greeting))) for _ in range(2)])
     req = Llm.completion_request(
         [Llm.system("You are a friendly greeter."), Llm.user("Greet me in five words.")],
         max_tokens=64,
@@ -86,18 +87,4 @@ def main(model: blazen.ChatModel) -> None:
 
 
 if __name__ == "__main__":
-    if os.environ.get("OPENAI_API_KEY"):
-        main(Providers.openai(model=os.environ.get("OPENAI_MODEL") or None))
-    elif os.environ.get("OPENAI_BASE_URL"):
-        main(Providers.openai_compat("local", os.environ["OPENAI_BASE_URL"]))
-    else:
-        print(
-            "OPENAI_API_KEY and OPENAI_BASE_URL are not set: replaying a canned stream "
-            "from a local blazen.testing.StreamServer",
-            file=sys.stderr,
-        )
-        events = openai_sse(["Hello", " there", ",", " lovely", " human", "!"])
-        # A short pause between writes, so the per-delta variant visibly streams.
-        paced = [part for event in events for part in (event, Pause(0.05))]
-        with StreamServer(default=Reply.sse(paced)) as server:
-            main(Providers.openai_compat("canned", server.base_url))
+    main()

@@ -99,21 +99,37 @@ def test_streaming_greet_publishes_each_delta_while_the_stream_runs(server, mode
     assert result.result == {"content": "Hello!"} and result.events == 5
 
 
-def test_example_script_runs_against_the_canned_server_and_says_so():
-    """examples/streaming_greet.py falls back to a local StreamServer and tells the user."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    proc = subprocess.run(
+def run_example(**env: str) -> subprocess.CompletedProcess:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "BLAZEN_BASE_URL"
+    }
+    return subprocess.run(
         [sys.executable, str(EXAMPLES / "streaming_greet.py")],
         capture_output=True,
         text=True,
         timeout=60,
-        env=env,
+        env={**clean, "PYTHONPATH": str(EXAMPLES.parent), **env},
         check=False,
     )
+
+
+def test_example_runs_offline_with_the_recorded_stream_and_says_so():
+    """examples/streaming_greet.py replays its recorded stream when no model is configured."""
+    proc = run_example()
     assert proc.returncode == 0, proc.stderr
-    assert "StreamServer" in proc.stderr
-    assert "buffered:  Hello there, lovely human!" in proc.stdout
-    assert "per-delta: Hello there, lovely human!" in proc.stdout
+    assert "[demo]" in proc.stderr
+    assert "buffered:  Hello there, lovely human!\n" in proc.stdout
+    assert "per-delta: Hello there, lovely human!\n(8 events in" in proc.stdout
+
+
+def test_example_streams_from_a_server_given_by_base_url(server):
+    """BLAZEN_BASE_URL points both workflows of the example at our server."""
+    server.add(Reply.sse(openai_sse(["Hi", "!"])), Reply.sse(openai_sse(["Yo"])))
+    proc = run_example(BLAZEN_BASE_URL=server.base_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "[demo]" not in proc.stderr
+    assert "buffered:  Hi!\nper-delta: Yo\n(3 events in" in proc.stdout
+    assert len(server.requests) == 2
 
 
 # -- routing ---------------------------------------------------------------------------------
