@@ -226,6 +226,9 @@ class WorkflowRun:
         put = self.shared.queue.put
         unsubscribe = [t.subscribe(functools.partial(put, (_CANCEL, None, t))) for t in self.tokens]
         try:
+            for token in self.tokens:
+                if token.cancelled:
+                    raise self._cancelled(token)
             stop = self._route(None, (start,))
             while stop is None:
                 self._start_calls()
@@ -268,9 +271,7 @@ class WorkflowRun:
                 self._observe(payload)
             return None
         if tag == _CANCEL:
-            token: CancelToken = payload
-            reason = f": {token.reason}" if token.reason else ""
-            raise CancelledError(f"workflow {self.workflow!r} was cancelled{reason}")
+            raise self._cancelled(payload)
         if tag == _ABORT:
             raise payload
         assert call is not None
@@ -361,6 +362,10 @@ class WorkflowRun:
             thread.start()
         waiting.extend(self.pending)
         self.pending = waiting
+
+    def _cancelled(self, token: CancelToken) -> CancelledError:
+        reason = f": {token.reason}" if token.reason else ""
+        return CancelledError(f"workflow {self.workflow!r} was cancelled{reason}")
 
     def _went_quiet(self) -> WorkflowError:
         if self.last is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import math
 import threading
@@ -352,7 +353,13 @@ class Workflow:
                     loop.call_soon_threadsafe(inbox.put_nowait, None)
                 loop.call_soon_threadsafe(settle, ok, value)
 
-        thread = threading.Thread(target=drive, name="blazen-workflow", daemon=True)
+        # The task's contextvars reach the steps, as the caller's do in run().
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(drive,),
+            name="blazen-workflow",
+            daemon=True,
+        )
         failed: Optional[BaseException] = None
         try:
             thread.start()
@@ -370,6 +377,7 @@ class Workflow:
                         run.abort(failed)
             result = await done
         except asyncio.CancelledError:
+            done.cancel()  # whatever the run ends with now, nobody will read it
             run.abort(_task_cancelled(self._name))
             raise
         if failed is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import signal
 import subprocess
@@ -344,6 +345,47 @@ def test_stop_event_ends_the_run_and_abandons_steps_still_running():
     assert abandoned.wait(5) and finished.wait(5)
     assert len(late_publish) == 1 and "abandoned" in str(late_publish[0])
     assert "Late" not in seen
+
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+
+
+def test_steps_see_the_callers_contextvars_and_their_own_cancel_token():
+    """Each step call runs in a copy of the caller's context, with its token as the ambient one."""
+    wf = blazen.workflow("ctxvars")
+    seen = []
+
+    @wf.step("a", accepts=[START], emits=[STOP])
+    def a(event, ctx):
+        seen.append((REQUEST_ID.get(), ambient_token() is ctx.cancel_token))
+        REQUEST_ID.set("changed-in-step")
+        return stop(None)
+
+    async def main():
+        REQUEST_ID.set("async-req")
+        return await wf.run_async()
+
+    token = REQUEST_ID.set("sync-req")
+    try:
+        wf.run()
+        asyncio.run(main())
+        assert REQUEST_ID.get() == "sync-req"
+    finally:
+        REQUEST_ID.reset(token)
+    assert seen == [("sync-req", True), ("async-req", True)]
+    assert ambient_token() is None
+
+
+def test_a_token_cancelled_before_the_run_starts_runs_no_step():
+    """An already-cancelled token ends the run at once, before any step is called."""
+    wf = blazen.workflow("precancelled")
+    called = []
+    wf.step("a", accepts=[START], emits=[STOP], handler=lambda e: called.append(1))
+    token = CancelToken()
+    token.cancel("too late")
+    with pytest.raises(blazen.CancelledError, match="too late"):
+        wf.run(cancel=token)
+    assert called == []
 
 
 # -- checks before running -------------------------------------------------------------------
