@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import os
 import signal
 import subprocess
@@ -642,8 +643,12 @@ def test_cancelling_the_run_cancels_the_stream_inside(server, model, req):
 def test_ctrl_c_during_a_run_cancels_the_stream_and_re_raises(server, model, req):
     """Ctrl-C while run waits stops the streams inside its steps, then KeyboardInterrupt."""
     endless(server)
-    wf = greet_workflow(model, req)
-    timer = threading.Timer(0.2, os.kill, args=(os.getpid(), signal.SIGINT))
+    wf = greet_workflow(model, req).timeout_ms(10_000)  # fail fast if the signal got lost
+    # Finalizers left by earlier tests must not run while the signal lands: an exception
+    # raised inside a finalizer is only reported, never propagated.
+    gc.collect()
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.2, signal.pthread_kill, args=(main, signal.SIGINT))
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
