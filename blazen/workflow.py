@@ -120,8 +120,8 @@ def _wants_ctx(name: str, handler: Callable[..., Any]) -> bool:
 class Workflow:
     """A set of named steps, run from a ``blazen::StartEvent`` to a ``blazen::StopEvent``.
 
-    Build one with :func:`blazen.workflow`. Steps may be added until it runs, and one
-    workflow may run any number of times, from any number of threads.
+    Build one with :func:`blazen.workflow`. One workflow may run any number of times, from
+    any number of threads; each run uses the steps added before it started.
     """
 
     def __init__(
