@@ -26,6 +26,8 @@ from ._types import (
     ToolDefinition,
 )
 from ._version import __version__
+from ._workflow_events import Event, StepOutput, WorkflowResult
+from ._workflow_run import Context
 from .errors import (
     AuthError,
     BlazenError,
@@ -42,7 +44,9 @@ from .errors import (
     TimeoutError,
     UnsupportedError,
     ValidationError,
+    WorkflowError,
 )
+from .workflow import Workflow, workflow
 
 __all__ = [
     "AuthError",
@@ -56,7 +60,9 @@ __all__ = [
     "CompletionResponse",
     "ConnectionError",
     "ContentPolicyError",
+    "Context",
     "ContextLengthError",
+    "Event",
     "ImagePart",
     "InternalError",
     "InvalidRequestError",
@@ -66,6 +72,7 @@ __all__ = [
     "ProviderError",
     "Providers",
     "RateLimitError",
+    "StepOutput",
     "StreamChunk",
     "Streaming",
     "TextPart",
@@ -75,10 +82,14 @@ __all__ = [
     "ToolDefinition",
     "UnsupportedError",
     "ValidationError",
+    "Workflow",
+    "WorkflowError",
+    "WorkflowResult",
     "__version__",
     "cancel_scope",
     "init",
     "shutdown",
+    "workflow",
 ]
 
 # A library never configures logging for its users; it only makes sure it is silent.

@@ -14,8 +14,10 @@ raised by ``Streaming.complete`` when there is no error handler)::
     ├── ValidationError              a value blazen was given cannot be used (also ValueError)
     ├── TimeoutError                 a time limit ran out (also the builtin TimeoutError)
     ├── ConnectionError              the connection failed or ended early (also the builtin)
-    ├── CancelledError               a CancelToken or Ctrl-C ended the stream
+    ├── CancelledError               a CancelToken or Ctrl-C ended the stream or workflow run
     ├── UnsupportedError             the provider cannot do what the request asks
+    ├── WorkflowError                a workflow run failed: a step raised (``__cause__``), an
+    │                                event had no taker, or the run went quiet; .step, .event_type
     └── InternalError                a bug, or a callback that raised
         └── CallbackError            on_chunk raised; the original is ``__cause__``
 
@@ -52,6 +54,7 @@ __all__ = [
     "TimeoutError",
     "UnsupportedError",
     "ValidationError",
+    "WorkflowError",
     "error_from_provider",
     "parse_retry_after",
     "redact",
@@ -198,6 +201,30 @@ class UnsupportedError(BlazenError):
     """The provider cannot do what the request asks (checked before anything is sent)."""
 
     kind = "unsupported"
+
+
+class WorkflowError(BlazenError):
+    """A workflow run failed; ``step`` and ``event_type`` say where, when known.
+
+    A step that raised is the ``__cause__``. Time limits and cancellation of a run are
+    reported as :class:`TimeoutError` and :class:`CancelledError` instead.
+    """
+
+    kind = "workflow"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        workflow: Optional[str] = None,
+        step: Optional[str] = None,
+        event_type: Optional[str] = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.workflow = workflow
+        self.step = step
+        self.event_type = event_type
 
 
 class InternalError(BlazenError):
