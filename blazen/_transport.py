@@ -56,21 +56,28 @@ _local = threading.local()
 class Abort:
     """Tears one stream's connection down from any thread, even mid-``recv``."""
 
-    __slots__ = ("_conn", "_lock", "aborted", "event")
+    __slots__ = ("_lock", "_sock", "aborted", "event")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._conn: Optional[HTTPConnection] = None
+        self._sock: Optional[socket.socket] = None
         self.aborted = False
         #: Set on abort; the worker waits on it between retries.
         self.event = threading.Event()
 
     def attach(self, conn: HTTPConnection) -> None:
-        """Register the connection the worker is about to use."""
+        """Register the socket of the connection the worker is using.
+
+        The socket itself is kept, not the connection: http.client drops ``conn.sock``
+        as soon as a close-delimited response begins, while the response still reads it.
+        """
+        sock = getattr(conn, "sock", None)
+        if sock is None:
+            return  # not connected yet: connect() attaches again
         with self._lock:
-            self._conn = conn
+            self._sock = sock
             if self.aborted:
-                _shutdown(conn)
+                _shutdown(sock)
 
     def abort(self) -> None:
         """Shut the socket down now; the blocked worker wakes with an error."""
@@ -78,16 +85,12 @@ class Abort:
             if self.aborted:
                 return
             self.aborted = True
-            conn = self._conn
             self.event.set()
-            if conn is not None:
-                _shutdown(conn)
+            if self._sock is not None:
+                _shutdown(self._sock)
 
 
-def _shutdown(conn: HTTPConnection) -> None:
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        return
+def _shutdown(sock: socket.socket) -> None:
     # socket.socket.shutdown, not SSLSocket.shutdown: the latter also drops the TLS object
     # under the feet of the thread that is reading it.
     with contextlib.suppress(OSError):
