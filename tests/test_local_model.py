@@ -33,7 +33,7 @@ from blazen.testing import Recorder
 REASON = local.missing_extra()
 
 pytestmark = [
-    pytest.mark.skipif(REASON is not None, reason=f"needs the local extra: {REASON}"),
+    pytest.mark.skipif(REASON is not None, reason=str(REASON)),
     pytest.mark.timeout(300),
 ]
 
