@@ -54,8 +54,11 @@ _KEY_ENV = (
     ("COHERE_API_KEY", "cohere"),
 )
 
-#: ``max_tokens`` for the local model when none is given: a 270M model can ramble on.
-LOCAL_MAX_TOKENS = 512
+# Defaults for the bundled model when none are given. Gemma 3 270M is a base model, not an
+# instruction-tuned one: it rambles on until stopped, and at llama-cpp-python's own
+# temperature (0.2) it mostly repeats itself.
+LOCAL_MAX_TOKENS = 128
+LOCAL_TEMPERATURE = 0.7
 
 
 class _UsageError(Exception):
@@ -104,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
     chat.add_argument("--system", help="a system prompt")
     chat.add_argument("--max-tokens", type=int, help=f"local default: {LOCAL_MAX_TOKENS}")
-    chat.add_argument("--temperature", type=float)
+    chat.add_argument("--temperature", type=float, help=f"local default: {LOCAL_TEMPERATURE}")
     chat.add_argument("--timeout", type=float, help="total seconds for the whole stream")
     chat.add_argument(
         "--json", action="store_true", help="print one JSON event per line (chunk/done/error)"
@@ -263,6 +266,10 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
     )
     if args.max_tokens is None:
         args.max_tokens = LOCAL_MAX_TOKENS
+    if args.temperature is None:
+        args.temperature = LOCAL_TEMPERATURE
+    if args.system is not None and args.gguf is None and args.chat_format in (None, "gemma"):
+        output.note("Gemma's chat format has no system role: the server ignores --system")
     return server.model, server
 
 
