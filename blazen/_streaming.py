@@ -68,18 +68,33 @@ def _validate(
         raise ValueError(msg)
 
 
-def _resolve(
+def _prepare(
+    model: Any,
+    req: Any,
     handler: Optional[Handler],
     on_chunk: Optional[ChunkCallback],
     on_done: Optional[DoneCallback],
     on_error: Optional[ErrorCallback],
-) -> tuple[Optional[ChunkCallback], Optional[DoneCallback], Optional[ErrorCallback]]:
-    """Fan the block handler out per kind; a keyword callback wins for its kind."""
+    cancel: Optional[CancelToken],
+    timeout: Optional[float],
+) -> dict[str, Any]:
+    """Validate an entry point's arguments and fan the block handler out per kind.
+
+    A keyword callback wins over the block handler for its kind.
+    """
+    callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
+    _validate(model, req, {**callbacks, "on_error": on_error}, cancel, timeout)
     if handler is not None:
         on_chunk = on_chunk or functools.partial(handler, "chunk")
         on_done = on_done or functools.partial(handler, "done")
         on_error = on_error or functools.partial(handler, "error")
-    return on_chunk, on_done, on_error
+    return {
+        "on_chunk": on_chunk,
+        "on_done": on_done,
+        "on_error": on_error,
+        "cancel": cancel,
+        "timeout": timeout,
+    }
 
 
 def tokens_for(cancel: Optional[CancelToken]) -> list[CancelToken]:
@@ -208,18 +223,8 @@ class Streaming:
         Returns the :class:`CompletionResponse` on success; on failure returns None if an
         error handler was given, else raises the error.
         """
-        callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
-        _validate(model, req, {**callbacks, "on_error": on_error}, cancel, timeout)
-        on_chunk, on_done, on_error = _resolve(handler, on_chunk, on_done, on_error)
-        return complete_blocking(
-            model,
-            req,
-            on_chunk=on_chunk,
-            on_done=on_done,
-            on_error=on_error,
-            cancel=cancel,
-            timeout=timeout,
-        )
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        return complete_blocking(model, req, **kwargs)
 
     @staticmethod
     async def complete_async(
@@ -243,18 +248,8 @@ class Streaming:
         """
         from ._aio import complete_async
 
-        callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
-        _validate(model, req, {**callbacks, "on_error": on_error}, cancel, timeout)
-        on_chunk, on_done, on_error = _resolve(handler, on_chunk, on_done, on_error)
-        return await complete_async(
-            model,
-            req,
-            on_chunk=on_chunk,
-            on_done=on_done,
-            on_error=on_error,
-            cancel=cancel,
-            timeout=timeout,
-        )
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        return await complete_async(model, req, **kwargs)
 
     @staticmethod
     def start(
@@ -279,15 +274,5 @@ class Streaming:
         """
         from ._handle import StreamHandle
 
-        callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
-        _validate(model, req, {**callbacks, "on_error": on_error}, cancel, timeout)
-        on_chunk, on_done, on_error = _resolve(handler, on_chunk, on_done, on_error)
-        return StreamHandle._start(
-            model,
-            req,
-            on_chunk=on_chunk,
-            on_done=on_done,
-            on_error=on_error,
-            cancel=cancel,
-            timeout=timeout,
-        )
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        return StreamHandle._start(model, req, **kwargs)

@@ -47,6 +47,16 @@ class HttpRequest:
         # Headers carry the key: never show them.
         return f"HttpRequest({self.method} {self.url}, {len(self.body)} bytes)"
 
+    @classmethod
+    def post_json(
+        cls, url: str, headers: Mapping[str, str], body: Any, *, sse: bool = False
+    ) -> HttpRequest:
+        """A JSON POST; ``sse`` asks for an event stream."""
+        all_headers = dict(headers)
+        if sse:
+            all_headers["Accept"] = "text/event-stream"
+        return cls(method="POST", url=url, headers=all_headers, body=json.dumps(body).encode())
+
 
 class WireFormat(Protocol):
     """One provider's wire format: build the request, fold payloads, read error bodies."""

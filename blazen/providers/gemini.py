@@ -188,15 +188,8 @@ class GeminiWire:
 
     def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
         """The HTTP request for ``req``."""
-        headers = dict(self._headers)
-        if stream:
-            headers["Accept"] = "text/event-stream"
-        return HttpRequest(
-            method="POST",
-            url=self.url(req.model or self.model, stream=stream),
-            headers=headers,
-            body=json.dumps(self.body(req)).encode(),
-        )
+        url = self.url(req.model or self.model, stream=stream)
+        return HttpRequest.post_json(url, self._headers, self.body(req), sse=stream)
 
     # -- stream ------------------------------------------------------------------------
 

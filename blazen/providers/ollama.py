@@ -144,12 +144,7 @@ class OllamaWire:
 
     def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
         """The HTTP request for ``req``."""
-        return HttpRequest(
-            method="POST",
-            url=self._url,
-            headers=dict(self._headers),
-            body=json.dumps(self.body(req, stream=stream)).encode(),
-        )
+        return HttpRequest.post_json(self._url, self._headers, self.body(req, stream=stream))
 
     # -- stream ------------------------------------------------------------------------
 

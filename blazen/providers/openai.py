@@ -144,14 +144,8 @@ class OpenAIWire:
 
     def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
         """The HTTP request for ``req``."""
-        headers = dict(self._headers)
-        if stream:
-            headers["Accept"] = "text/event-stream"
-        return HttpRequest(
-            method="POST",
-            url=self._url,
-            headers=headers,
-            body=json.dumps(self.body(req, stream=stream)).encode(),
+        return HttpRequest.post_json(
+            self._url, self._headers, self.body(req, stream=stream), sse=stream
         )
 
     def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
