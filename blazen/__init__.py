@@ -14,6 +14,7 @@ from ._llm import Llm
 from ._model import ChatModel, ModelOptions
 from ._providers import Providers
 from ._streaming import Streaming
+from ._tools import Tool, tool
 from ._types import (
     ChatMessage,
     CompletionRequest,
@@ -26,7 +27,9 @@ from ._types import (
     ToolDefinition,
 )
 from ._version import __version__
+from .agent import Agent, AgentResult, ToolResult
 from .errors import (
+    AgentError,
     AuthError,
     BlazenError,
     CallbackError,
@@ -36,15 +39,20 @@ from .errors import (
     ContextLengthError,
     InternalError,
     InvalidRequestError,
+    MaxIterationsError,
     OverloadedError,
     ProviderError,
     RateLimitError,
     TimeoutError,
+    ToolError,
     UnsupportedError,
     ValidationError,
 )
 
 __all__ = [
+    "Agent",
+    "AgentError",
+    "AgentResult",
     "AuthError",
     "BlazenError",
     "CallbackError",
@@ -61,6 +69,7 @@ __all__ = [
     "InternalError",
     "InvalidRequestError",
     "Llm",
+    "MaxIterationsError",
     "ModelOptions",
     "OverloadedError",
     "ProviderError",
@@ -71,14 +80,18 @@ __all__ = [
     "TextPart",
     "TimeoutError",
     "TokenUsage",
+    "Tool",
     "ToolCall",
     "ToolDefinition",
+    "ToolError",
+    "ToolResult",
     "UnsupportedError",
     "ValidationError",
     "__version__",
     "cancel_scope",
     "init",
     "shutdown",
+    "tool",
 ]
 
 # A library never configures logging for its users; it only makes sure it is silent.

@@ -16,8 +16,11 @@ raised by ``Streaming.complete`` when there is no error handler)::
     ├── ConnectionError              the connection failed or ended early (also the builtin)
     ├── CancelledError               a CancelToken or Ctrl-C ended the stream
     ├── UnsupportedError             the provider cannot do what the request asks
+    ├── AgentError                   an agent run could not finish; .result holds it so far
+    │   ├── MaxIterationsError       the model still called tools after max_iterations turns
+    │   └── ToolError                a tool raised and the agent stops on tool errors
     └── InternalError                a bug, or a callback that raised
-        └── CallbackError            on_chunk raised; the original is ``__cause__``
+        └── CallbackError            a callback raised; the original is ``__cause__``
 
 An error that arrives inside a 200 stream is classified by :func:`error_from_provider`,
 the same function that classifies an HTTP error status, so an in-stream
@@ -37,6 +40,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 __all__ = [
+    "AgentError",
     "AuthError",
     "BlazenError",
     "CallbackError",
@@ -46,10 +50,12 @@ __all__ = [
     "ContextLengthError",
     "InternalError",
     "InvalidRequestError",
+    "MaxIterationsError",
     "OverloadedError",
     "ProviderError",
     "RateLimitError",
     "TimeoutError",
+    "ToolError",
     "UnsupportedError",
     "ValidationError",
     "error_from_provider",
@@ -200,6 +206,39 @@ class UnsupportedError(BlazenError):
     kind = "unsupported"
 
 
+class AgentError(BlazenError):
+    """An agent run could not finish.
+
+    ``result`` is the :class:`~blazen.AgentResult` of the run up to the failure (the whole
+    conversation, usage and tool results so far), so a caller can inspect or resume it.
+    """
+
+    kind = "agent"
+
+    def __init__(self, message: str, *, result: Any = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.result = result
+
+
+class MaxIterationsError(AgentError):
+    """The model still asked for tools after ``max_iterations`` turns; the run was stopped."""
+
+    kind = "max_iterations"
+
+
+class ToolError(AgentError):
+    """A tool raised and the agent was built with ``stop_on_tool_error=True``.
+
+    ``__cause__`` is the tool's exception; ``tool_name`` names the tool.
+    """
+
+    kind = "tool"
+
+    def __init__(self, message: str, *, tool_name: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.tool_name = tool_name
+
+
 class InternalError(BlazenError):
     """Something inside blazen, or inside a callback, went wrong."""
 
@@ -207,7 +246,7 @@ class InternalError(BlazenError):
 
 
 class CallbackError(InternalError):
-    """A chunk callback raised; the stream was aborted and ``__cause__`` is the exception."""
+    """A callback raised; the stream or run was aborted and ``__cause__`` is the exception."""
 
     kind = "callback"
 
