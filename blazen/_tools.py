@@ -444,6 +444,8 @@ class Tool:
             hints = _hints_of(fn)
         except Exception as exc:
             msg = f"{where}: its type hints cannot be resolved ({type(exc).__name__}: {exc})"
+            if isinstance(exc, NameError):
+                msg += "; types named in hints must be importable from the function's module"
             raise TypeError(msg) from exc
         summary, notes = _parse_doc(inspect.getdoc(fn))
         props: dict[str, Any] = {}
@@ -554,6 +556,8 @@ class Tool:
         return self.fn(*args, **kwargs)
 
     def __repr__(self) -> str:
+        if not hasattr(self, "definition"):  # __init__ failed part-way
+            return "Tool(<incomplete>)"
         return f"Tool(name={self.name!r}, exit={self.exit!r}, is_async={self.is_async!r})"
 
 
