@@ -9,8 +9,10 @@ from typing import Any, Optional, Union
 
 import attrs
 
+from ._cancel import CancelToken
 from ._framing import DEFAULT_MAX_EVENT_BYTES
 from ._transport import Transport
+from ._types import CompletionRequest, CompletionResponse
 from .providers._base import WireFormat
 
 __all__ = ["ChatModel", "ModelOptions", "close_all_models"]
@@ -38,7 +40,8 @@ class ModelOptions:
     - ``connect_timeout`` (10 s), ``idle_timeout`` (300 s without a content event),
       ``timeout`` (None: no total limit unless given per call).
     - ``headers``: extra HTTP headers. ``verify``: TLS verification, or a CA bundle path.
-    - ``max_connections`` (16): pooled connections kept per model.
+    - ``max_connections`` (32): connections one model uses at once (more callers wait for
+      a free one) and keeps pooled.
     - ``max_event_bytes`` (8 MiB): the largest single event accepted.
     - ``retry_after_cap`` (60 s): a longer ``Retry-After`` is not waited for.
     """
@@ -49,7 +52,7 @@ class ModelOptions:
     timeout: Optional[float] = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
     verify: Union[bool, str] = True
-    max_connections: int = 16
+    max_connections: int = 32
     max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
     retry_after_cap: float = 60.0
 
@@ -118,6 +121,27 @@ class ChatModel:
     def options(self) -> ModelOptions:
         """The options this model was built with."""
         return self._options
+
+    def complete(
+        self,
+        req: CompletionRequest,
+        *,
+        timeout: Optional[float] = None,
+        cancel: Optional[CancelToken] = None,
+    ) -> CompletionResponse:
+        """One non-streaming completion: the same errors, retries and response fields.
+
+        Blocks until the response arrives; cancel, ``timeout`` and Ctrl-C behave as with
+        ``Streaming.complete``. Raises the error on failure. Example::
+
+            print(model.complete(Llm.completion_request([Llm.user("Hi")])).content)
+        """
+        from ._streaming import _validate, complete_blocking
+
+        _validate(self, req, {}, cancel, timeout)
+        response = complete_blocking(self, req, cancel=cancel, timeout=timeout, stream=False)
+        assert response is not None  # without an error handler failures raise
+        return response
 
     def close(self) -> None:
         """Close this model's pooled connections (it reconnects if used again)."""

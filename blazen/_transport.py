@@ -41,7 +41,7 @@ from .errors import (
 )
 from .providers._base import HttpRequest
 
-__all__ = ["Abort", "Transport", "iter_bytes", "map_exception"]
+__all__ = ["Abort", "Transport", "iter_bytes", "map_exception", "read_body", "read_error_body"]
 
 logger = logging.getLogger("blazen")
 
@@ -56,21 +56,28 @@ _local = threading.local()
 class Abort:
     """Tears one stream's connection down from any thread, even mid-``recv``."""
 
-    __slots__ = ("_conn", "_lock", "aborted", "event")
+    __slots__ = ("_lock", "_sock", "aborted", "event")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._conn: Optional[HTTPConnection] = None
+        self._sock: Optional[socket.socket] = None
         self.aborted = False
         #: Set on abort; the worker waits on it between retries.
         self.event = threading.Event()
 
     def attach(self, conn: HTTPConnection) -> None:
-        """Register the connection the worker is about to use."""
+        """Register the socket of the connection the worker is using.
+
+        The socket itself is kept, not the connection: http.client drops ``conn.sock``
+        as soon as a close-delimited response begins, while the response still reads it.
+        """
+        sock = getattr(conn, "sock", None)
+        if sock is None:
+            return  # not connected yet: connect() attaches again
         with self._lock:
-            self._conn = conn
+            self._sock = sock
             if self.aborted:
-                _shutdown(conn)
+                _shutdown(sock)
 
     def abort(self) -> None:
         """Shut the socket down now; the blocked worker wakes with an error."""
@@ -78,16 +85,12 @@ class Abort:
             if self.aborted:
                 return
             self.aborted = True
-            conn = self._conn
             self.event.set()
-            if conn is not None:
-                _shutdown(conn)
+            if self._sock is not None:
+                _shutdown(self._sock)
 
 
-def _shutdown(conn: HTTPConnection) -> None:
-    sock = getattr(conn, "sock", None)
-    if sock is None:
-        return
+def _shutdown(sock: socket.socket) -> None:
     # socket.socket.shutdown, not SSLSocket.shutdown: the latter also drops the TLS object
     # under the feet of the thread that is reading it.
     with contextlib.suppress(OSError):
@@ -159,6 +162,19 @@ class Transport:
         self._verify = verify
         self._lock = threading.Lock()
         self._session: Optional[requests.Session] = None
+        # Bounds the connections in use at once; the pool keeps at most as many idle ones.
+        self._slots = threading.BoundedSemaphore(max_connections)
+
+    @contextlib.contextmanager
+    def slot(self, abort: Abort) -> Iterator[None]:
+        """Hold one of ``max_connections`` slots; waiting for one still obeys ``abort``."""
+        while not self._slots.acquire(timeout=0.05):
+            if abort.aborted:
+                raise CancelledError("the stream was cancelled while waiting for a connection")
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def _get_session(self) -> requests.Session:
         session = self._session
@@ -228,6 +244,24 @@ def iter_bytes(resp: requests.Response) -> Iterator[bytes]:
         if not data:
             return
         yield data
+
+
+def read_body(resp: requests.Response, cap: int, provider: str) -> str:
+    """A whole (non-streamed) response body as text, refusing one larger than ``cap``."""
+    data = resp.raw.read(cap + 1, decode_content=True)
+    if len(data) > cap:
+        raise ProviderError(
+            f"{provider} sent a response larger than {cap} bytes; it was not read "
+            "(raise max_event_bytes if this is expected)",
+            provider=provider,
+            error_type="response_too_large",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProviderError(
+            f"{provider} sent a response that is not valid UTF-8", provider=provider
+        ) from exc
 
 
 def read_error_body(resp: requests.Response) -> str:

@@ -15,6 +15,9 @@ from blazen.testing import Reply, StreamServer
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+KEY_FOR_TESTS = "sk-test-SECRET-0123456789"
+
+
 def fixture_bytes(provider: str, name: str) -> bytes:
     """The raw wire bytes of ``tests/fixtures/<provider>/<name>``."""
     return (FIXTURES / provider / name).read_bytes()

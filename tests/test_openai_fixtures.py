@@ -115,7 +115,9 @@ def test_finish_length_is_normalised_and_raw_kept(server, model, req):
 def test_framing_variants_deliver_the_same_text(server, model, req, name):
     """CRLF line endings, 'data:' without a space, comments and empty frames all parse."""
     rec, resp = run(server, model, req, sse_reply(name))
-    expected = "Keep alive" if name.startswith("keepalive") else "Why did the scarecrow win an award?"
+    expected = (
+        "Keep alive" if name.startswith("keepalive") else "Why did the scarecrow win an award?"
+    )
     assert rec.text == expected
     assert rec.kinds[-1] == "done" and rec.terminals == 1
 

@@ -1,0 +1,199 @@
+"""What each event from the worker means for the caller, written once for every driver.
+
+:meth:`Delivery.steps` is a generator that performs no I/O and calls no user code. It
+yields *operations* and the driver (blocking, asyncio, or background thread) carries them
+out and sends back the result:
+
+- ``(WAIT, seconds)``: the next ``(tag, payload)`` from the worker, or None after ``seconds``
+  (None: wait for ever);
+- ``(CALL, fn, arg)``: call a chunk callback; send back the exception it raised, or None;
+- ``(STOP,)``: tear the worker's connection down and wait until the worker has exited;
+- ``(JOIN,)``: wait until the worker has exited (it is finishing on its own);
+- ``(FINAL, fn, args)``: call on_done/on_error; its exceptions propagate to the caller.
+
+So the rules live in one place: exactly one terminal, nothing after it, the idle and total
+limits, a raising chunk callback aborting the stream, and the worker gone before returning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Generator
+from typing import Any, Callable, Optional
+
+from ._cancel import CancelToken
+from ._model import ChatModel
+from ._types import CompletionResponse, StreamChunk, TokenUsage
+from ._worker import CANCEL, CHUNK, DONE, ERROR, EXIT, Run
+from .errors import BlazenError, CallbackError, CancelledError, TimeoutError, redact
+
+__all__ = ["CALL", "FINAL", "JOIN", "STOP", "WAIT", "Delivery", "Op"]
+
+logger = logging.getLogger("blazen")
+
+ChunkCallback = Callable[[StreamChunk], Any]
+DoneCallback = Callable[[str, Optional[TokenUsage]], Any]
+ErrorCallback = Callable[[BlazenError], Any]
+Op = tuple[Any, ...]
+
+WAIT, CALL, STOP, JOIN, FINAL = range(5)
+
+
+def scrub(err: BlazenError, secrets: tuple[str, ...]) -> BlazenError:
+    """Remove every secret from an error, whatever path built it (the last line of defence)."""
+    if secrets:
+        err.message = redact(err.message, secrets)
+        err.args = (err.message,)
+        if err.body:
+            err.body = redact(err.body, secrets)
+        err.partial = redact(err.partial, secrets)
+    return err
+
+
+class Delivery:
+    """The caller's half of one stream, as a sans-I/O state machine."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        run: Run,
+        *,
+        on_chunk: Optional[ChunkCallback],
+        on_done: Optional[DoneCallback],
+        on_error: Optional[ErrorCallback],
+        tokens: list[CancelToken],
+        timeout: Optional[float],
+    ) -> None:
+        self.model = model
+        self.run = run
+        self.on_chunk = on_chunk
+        self.on_done = on_done
+        self.on_error = on_error
+        self.tokens = tokens
+        self.timeout = timeout if timeout is not None else model.options.timeout
+        # Without streaming there is no content to be idle between: the socket's read
+        # timeout still bounds a silent server.
+        self.idle = model.options.idle_timeout if run.stream else None
+        #: A terminal event has been decided; nothing else may be delivered.
+        self.ended = False
+
+    def subscribe(self) -> list[Callable[[], None]]:
+        """Make every cancel token wake the caller; returns the unsubscribers."""
+        return [t.subscribe(self._cancelled) for t in self.tokens]
+
+    def _cancelled(self) -> None:
+        # Runs on whichever thread called cancel(): tear the socket down, wake the caller.
+        self.run.abort.abort()
+        self.run._put((CANCEL, None))
+
+    def finish(self, err: BlazenError) -> BlazenError:
+        """Fill in the partial text (once the worker is gone) and scrub secrets."""
+        run = self.run
+        if not err.partial and not run.thread.is_alive():
+            err.partial = run.state.text
+            err.partial_reasoning = run.state.reasoning
+        return scrub(err, self.model._secrets)
+
+    def interrupted(self, how: str) -> Optional[BlazenError]:
+        """The error for Ctrl-C or a cancelled task, if the stream had not ended yet."""
+        if self.ended:
+            return None
+        self.ended = True
+        self.run.abort.abort()
+        return CancelledError(f"the stream was interrupted by {how}")
+
+    def steps(self) -> Generator[Op, Any, Optional[CompletionResponse]]:
+        """The protocol; see the module docstring."""
+        run = self.run
+        on_chunk = self.on_chunk
+        idle = self.idle
+        total = self.timeout
+        now = time.monotonic
+        start = last = now()
+        end = start + total if total is not None else None
+        while True:
+            wait: Optional[float] = None
+            if idle is not None:
+                wait = last + idle - now()
+            if end is not None:
+                left = end - now()
+                wait = left if wait is None or left < wait else wait
+            item = yield (WAIT, None if wait is None else max(wait, 0.0))
+            if item is None:
+                yield from self._fail(self._timed_out(end, idle, total), stop=True)
+                return None
+            tag, payload = item
+            if tag == CHUNK:
+                last = now()
+                if on_chunk is not None:
+                    raised = yield (CALL, on_chunk, payload)
+                    if raised is not None:
+                        yield from self._callback_raised(raised)
+                        return None
+            elif tag == DONE:
+                self.ended = True
+                yield (JOIN,)
+                response: CompletionResponse = payload
+                if self.on_done is not None:
+                    yield (FINAL, self.on_done, (response.finish_reason, response.usage))
+                return response
+            elif tag == ERROR:
+                yield from self._fail(payload, stop=False)
+                return None
+            elif tag == CANCEL:
+                reason = next((t.reason for t in self.tokens if t.cancelled and t.reason), "")
+                err = CancelledError("the stream was cancelled" + (f": {reason}" if reason else ""))
+                yield from self._fail(err, stop=True)
+                return None
+            elif tag == EXIT:
+                # The worker exited without a terminal event: only possible if it was
+                # aborted, which the caller would have decided. Treat as cancelled.
+                yield from self._fail(CancelledError("the stream was aborted"), stop=False)
+                return None
+            else:  # PROGRESS: a retry is starting, which is not being idle
+                last = now()
+
+    def _fail(self, err: BlazenError, *, stop: bool) -> Generator[Op, Any, None]:
+        self.ended = True
+        yield (STOP,) if stop else (JOIN,)
+        err = self.finish(err)
+        if self.on_error is None:
+            raise err from err.__cause__
+        yield (FINAL, self.on_error, (err,))
+        return None
+
+    def _callback_raised(self, exc: BaseException) -> Generator[Op, Any, None]:
+        # Tear the connection down first, so the server stops sending at once.
+        self.run.abort.abort()
+        logger.error(
+            "on_chunk raised %s; aborting the %s stream",
+            type(exc).__name__,
+            self.model.provider,
+            exc_info=exc,
+        )
+        err = CallbackError(f"on_chunk raised {type(exc).__name__}: {exc}; the stream was aborted")
+        err.__cause__ = exc
+        yield from self._fail(err, stop=True)
+        return None
+
+    def _timed_out(
+        self, end: Optional[float], idle: Optional[float], total: Optional[float]
+    ) -> TimeoutError:
+        provider = self.model.provider
+        if end is not None and total is not None and time.monotonic() >= end:
+            return TimeoutError(
+                f"the stream from {provider} did not finish within the total timeout of "
+                f"{total:g} s",
+                limit="total",
+                seconds=total,
+                provider=provider,
+            )
+        seconds = idle or 0.0
+        return TimeoutError(
+            f"{provider} sent no content for {seconds:g} s (idle timeout; keep-alives do "
+            "not count); the stream was stopped (raise idle_timeout= for slow models)",
+            limit="idle",
+            seconds=seconds,
+            provider=provider,
+        )

@@ -1,0 +1,225 @@
+"""The worker half of a stream: send, read, fold, retry, and hand events to the caller.
+
+The worker runs on its own thread and never calls user code. It hands ``(tag, payload)``
+pairs to a ``put`` callable (a queue for blocking callers, the event loop for asyncio) and
+always ends with ``EXIT``. Whatever the caller decides (cancel, timeout, a raising callback),
+it tears the socket down through :class:`~blazen._transport.Abort` and the worker exits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable
+
+import requests
+
+from ._framing import iter_ndjson, iter_sse
+from ._model import ChatModel
+from ._retry import retry_delay
+from ._transport import Abort, iter_bytes, map_exception, read_body, read_error_body, release
+from ._types import CompletionRequest
+from .errors import BlazenError, ConnectionError, InternalError, ProviderError, redact
+from .providers._base import HttpRequest, error_from_body, malformed
+from .providers._state import StreamState
+
+__all__ = ["CANCEL", "CHUNK", "DONE", "ERROR", "EXIT", "PROGRESS", "Run"]
+
+logger = logging.getLogger("blazen")
+
+# What the worker hands to the caller: (tag, payload).
+CHUNK, DONE, ERROR, PROGRESS, CANCEL, EXIT = range(6)
+
+
+class Run:
+    """One request: its worker thread, its abort handle, and where its events go."""
+
+    __slots__ = ("abort", "delivered", "model", "put", "req", "state", "stream", "thread")
+
+    def __init__(
+        self,
+        model: ChatModel,
+        req: CompletionRequest,
+        put: Callable[[tuple[int, Any]], Any],
+        *,
+        stream: bool = True,
+    ) -> None:
+        self.model = model
+        self.req = req
+        self.put = put
+        self.stream = stream
+        self.abort = Abort()
+        self.state = StreamState()
+        #: Whether a chunk has been handed to the caller (after that, nothing is retried).
+        self.delivered = False
+        self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
+
+    def _work(self) -> None:
+        try:
+            self._attempts()
+        except BaseException as exc:  # noqa: BLE001 - the caller must hear of every failure
+            err = InternalError(f"blazen's stream worker failed: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            self._put((ERROR, err))
+        finally:
+            self._put((EXIT, None))
+
+    def _put(self, item: tuple[int, Any]) -> None:
+        try:
+            self.put(item)
+        except RuntimeError:
+            # The caller's event loop is gone: nobody is listening any more.
+            self.abort.abort()
+
+    def _attempts(self) -> None:
+        model = self.model
+        opts = model.options
+        try:
+            http = model._wire.build(self.req, stream=self.stream)
+        except BlazenError as build_error:
+            self._put((ERROR, build_error))
+            return
+        attempt = 0
+        while True:
+            self.state = StreamState()
+            try:
+                with model._transport.slot(self.abort):
+                    self._attempt(http)
+                return
+            except Exception as exc:  # noqa: BLE001 - mapped to a blazen error below
+                if self.abort.aborted:
+                    return  # the caller decided how this stream ends
+                err = map_exception(
+                    exc,
+                    provider=model.provider,
+                    url=http.url,
+                    connect_timeout=opts.connect_timeout,
+                    read_timeout=opts.idle_timeout,
+                )
+            if not self.delivered and attempt < opts.max_retries:
+                delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
+                if delay is not None:
+                    attempt += 1
+                    logger.info(
+                        "%s: %s; retrying in %.2f s (retry %d of %d)",
+                        model.provider,
+                        redact(err.message, model._secrets),
+                        delay,
+                        attempt,
+                        opts.max_retries,
+                    )
+                    self._put((PROGRESS, None))
+                    if self.abort.event.wait(delay):
+                        return
+                    continue
+            if err.retry_after is not None and err.retry_after > opts.retry_after_cap:
+                err.message += (
+                    f" (the server asked to wait {err.retry_after:g} s, longer than "
+                    f"retry_after_cap={opts.retry_after_cap:g} s, so blazen did not retry)"
+                )
+            err.partial = self.state.text
+            err.partial_reasoning = self.state.reasoning
+            self._put((ERROR, err))
+            return
+
+    def _attempt(self, http: HttpRequest) -> None:
+        model = self.model
+        wire = model._wire
+        opts = model.options
+        resp = model._transport.open(
+            http,
+            self.abort,
+            stream=self.stream,
+            connect_timeout=opts.connect_timeout,
+            read_timeout=opts.idle_timeout,
+        )
+        finished = False
+        try:
+            status = resp.status_code
+            if status != 200:
+                self._raise_for_status(resp, status)
+            if not self.stream:
+                body = read_body(resp, opts.max_event_bytes, wire.provider)
+                response = wire.parse_response(body)
+                finished = True
+                release(resp)
+                self._put((DONE, response))
+                return
+            ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+            if ctype not in wire.stream_content_types:
+                raise self._wrong_content_type(ctype, read_error_body(resp), http.url)
+            self._fold_stream(resp)
+            finished = True
+            release(resp)
+        finally:
+            if not finished:
+                resp.close()
+
+    def _fold_stream(self, resp: requests.Response) -> None:
+        wire = self.model._wire
+        cap = self.model.options.max_event_bytes
+        byte_chunks = iter_bytes(resp)
+        frames: Any
+        if wire.framing == "sse":
+            frames = iter_sse(byte_chunks, provider=wire.provider, max_event_bytes=cap)
+        else:
+            lines = iter_ndjson(byte_chunks, provider=wire.provider, max_line_bytes=cap)
+            frames = (("", line) for line in lines)
+        fold = wire.fold
+        put = self._put
+        state = self.state
+        for event, data in frames:
+            try:
+                chunk = fold(state, event, data)
+            except BlazenError:
+                raise
+            except (LookupError, TypeError, AttributeError, ValueError) as exc:
+                raise malformed(wire.provider, "unexpected shape", data) from exc
+            if chunk is not None:
+                self.delivered = True
+                put((CHUNK, chunk))
+            if state.finished:
+                break
+        if not state.finished:
+            raise ConnectionError(
+                f"{wire.provider} ended the stream before its end signal: the answer is "
+                "incomplete (the text received so far is on err.partial)",
+                provider=wire.provider,
+                error_type="truncated",
+                retryable=True,
+            )
+        put((CHUNK, state.final_chunk()))
+        put((DONE, state.response()))
+
+    def _raise_for_status(self, resp: requests.Response, status: int) -> None:
+        wire = self.model._wire
+        body = read_error_body(resp)
+        if 300 <= status < 400:
+            raise ProviderError(
+                f"{wire.provider} answered with a redirect ({status}) to "
+                f"{resp.headers.get('Location', '?')!r}; blazen does not follow redirects "
+                "(they could carry the key elsewhere): set base_url to the final address",
+                provider=wire.provider,
+                status=status,
+            )
+        raise wire.error(status, resp.headers, body)
+
+    def _wrong_content_type(self, ctype: str, body: str, url: str) -> ProviderError:
+        provider = self.model.provider
+        if ctype == "application/json":
+            try:
+                payload = json.loads(body)
+            except ValueError:
+                payload = None
+            if isinstance(payload, dict) and payload.get("error") is not None:
+                return error_from_body(provider, None, payload, raw=body)
+        what = "an HTML page" if ctype == "text/html" else f"Content-Type {ctype or 'none'!r}"
+        return ProviderError(
+            f"{provider} answered 200 with {what} instead of an event stream; is base_url "
+            f"right? (request went to {url})",
+            provider=provider,
+            status=200,
+            error_type="wrong_content_type",
+            body=body[:4096],
+        )

@@ -1,0 +1,53 @@
+"""The one mapping from requests/urllib3 exceptions to blazen errors."""
+
+from __future__ import annotations
+
+import requests
+
+import blazen
+from blazen._transport import _EXCEPTIONS, map_exception
+
+
+def all_subclasses(cls):
+    out = set()
+    for sub in cls.__subclasses__():
+        out.add(sub)
+        out |= all_subclasses(sub)
+    return out
+
+
+def test_every_requests_exception_is_mapped_explicitly():
+    """A new upstream exception class fails this test until it is added to the table."""
+    listed = {cls for cls, _ in _EXCEPTIONS}
+    for exc_cls in all_subclasses(requests.exceptions.RequestException):
+        if exc_cls.__module__.startswith("requests"):
+            assert any(
+                issubclass(exc_cls, c) and c is not requests.exceptions.RequestException
+                for c in listed
+            ), exc_cls
+
+
+def test_mapped_errors_are_typed_and_keep_the_cause():
+    """Each mapping gives a blazen error with the original as __cause__."""
+    cases = {
+        requests.exceptions.ConnectTimeout("x"): blazen.TimeoutError,
+        requests.exceptions.ReadTimeout("x"): blazen.TimeoutError,
+        requests.exceptions.ConnectionError("refused"): blazen.ConnectionError,
+        requests.exceptions.ChunkedEncodingError("broken"): blazen.ConnectionError,
+        requests.exceptions.SSLError("bad cert"): blazen.ConnectionError,
+        requests.exceptions.InvalidURL("bad"): blazen.ValidationError,
+        ConnectionResetError("reset"): blazen.ConnectionError,
+    }
+    for exc, cls in cases.items():
+        err = map_exception(
+            exc, provider="p", url="http://x", connect_timeout=1.0, read_timeout=2.0
+        )
+        assert type(err) is cls, exc
+        assert err.__cause__ is exc
+
+
+def test_an_unknown_exception_is_an_internal_error():
+    err = map_exception(
+        ZeroDivisionError("?"), provider="p", url="u", connect_timeout=1.0, read_timeout=1.0
+    )
+    assert isinstance(err, blazen.InternalError)
