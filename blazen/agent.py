@@ -20,7 +20,6 @@ import functools
 import inspect
 import logging
 import queue
-import threading
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
 
@@ -31,7 +30,7 @@ from ._model import ChatModel
 from ._streaming import Streaming
 from ._tools import Tool
 from ._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
-from .errors import BlazenError, CancelledError, InternalError
+from .errors import BlazenError, CancelledError
 
 __all__ = ["Agent", "AgentResult", "ToolResult"]
 
@@ -297,7 +296,8 @@ class Agent:
         except asyncio.CancelledError:
             run.close(failed=True)
             if on_error is not None:
-                await _call(on_error, CancelledError("the agent run's task was cancelled"))
+                err = run.stream_error or CancelledError("the agent run's task was cancelled")
+                await _call(on_error, err)
             raise
         finally:
             run.close(failed=error is not None)
@@ -321,65 +321,19 @@ class Agent:
                 return done
 
     async def _stream_async(self, run: _Run) -> CompletionResponse:
-        # Streaming has no asyncio entry point yet: the blocking call runs on its own thread
-        # and hands chunks to the loop, where the callbacks run.
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-        ended = loop.create_future()
-        token = CancelToken()
-        unlink = [t.subscribe(functools.partial(token.cancel, t.reason)) for t in run.tokens]
-        req, limit = run.request(), run.stream_timeout()
-
-        def post(kind: str, payload: Any) -> None:
-            loop.call_soon_threadsafe(inbox.put_nowait, (kind, payload))
-
-        def work() -> None:
-            try:
-                resp = Streaming.complete(
-                    self.model,
-                    req,
-                    on_chunk=functools.partial(post, "chunk"),
-                    on_error=functools.partial(post, "error"),
-                    cancel=token,
-                    timeout=limit,
-                )
-                post("end", resp)
-            except BaseException as exc:
-                post("crash", exc)
-            finally:
-                loop.call_soon_threadsafe(ended.set_result, None)
-
-        thread = threading.Thread(target=work, name="blazen-agent-stream", daemon=True)
-        thread.start()
-        error: Optional[BlazenError] = None
-        try:
-            while True:
-                kind, payload = await inbox.get()
-                if kind == "chunk":
-                    if run.on_chunk is not None:
-                        await run.callback_async("on_chunk", run.on_chunk, payload)
-                elif kind == "error":
-                    error = payload
-                elif kind == "end":
-                    if payload is None:
-                        assert error is not None
-                        raise _Failed(run.translate(error))
-                    return payload  # type: ignore[no-any-return]
-                else:
-                    err = InternalError(f"blazen's agent stream thread failed: {payload!r}")
-                    err.__cause__ = payload
-                    raise _Failed(err)
-        finally:
-            token.cancel("the agent run stopped waiting for this stream")
-            for unsub in unlink:
-                unsub()
-            # The stream thread ends promptly once cancelled; never leave it behind.
-            while not ended.done():
-                try:
-                    await asyncio.shield(ended)
-                except asyncio.CancelledError:
-                    continue
-            thread.join()
+        run.stream_error = None
+        resp = await Streaming.complete_async(
+            self.model,
+            run.request(),
+            on_chunk=run.on_chunk,
+            on_error=run.capture,
+            cancel=run.cancel,
+            timeout=run.stream_timeout(),
+        )
+        if resp is None:
+            assert run.stream_error is not None
+            raise _Failed(run.translate(run.stream_error))
+        return resp
 
     async def _run_tools_async(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
         loop = asyncio.get_running_loop()
