@@ -344,6 +344,8 @@ class _Run:
 
     def execute(self, job: Job) -> ToolResult:
         """Run a tool (on a worker thread); what it raises becomes an error result."""
+        if self.tool_token.cancelled:
+            return self._not_run(job)
         try:
             if job.tool.is_async:
                 value = asyncio.run(job.tool.fn(**job.kwargs))
@@ -355,11 +357,18 @@ class _Run:
 
     async def execute_async(self, job: Job) -> ToolResult:
         """Await a coroutine-function tool; what it raises becomes an error result."""
+        if self.tool_token.cancelled:
+            return self._not_run(job)
         try:
             value = await job.tool.fn(**job.kwargs)
         except Exception as exc:
             return self._raised(job, exc)
         return ToolResult(call=job.call, content=_content(value), output=value)
+
+    def _not_run(self, job: Job) -> ToolResult:
+        # A pool thread freed by a cancelled tool must not start the next one: the run is over.
+        err = CancelledError("the agent run ended before this tool started")
+        return ToolResult(call=job.call, content=f"Error: {err.message}", error=err, kind="raised")
 
     def _raised(self, job: Job, exc: Exception) -> ToolResult:
         logger.warning(

@@ -254,7 +254,10 @@ class Agent:
             return results
         finally:
             run.wakers.clear()
-            # Tools not yet started never start; running ones finish on their own threads.
+            if not finished:
+                # Tools not yet started never start; running ones are told to stop and
+                # finish on their own threads.
+                run.tool_token.cancel("the agent run ended")
             pool.shutdown(wait=finished, cancel_futures=True)
 
     # -- asyncio -----------------------------------------------------------------------
@@ -355,8 +358,8 @@ class Agent:
 
         tasks = [loop.create_task(one(j)) if isinstance(j, Job) else j for j in jobs]
         watcher = loop.create_task(woken.wait())
+        results: list[ToolResult] = []
         try:
-            results: list[ToolResult] = []
             for item in tasks:
                 if isinstance(item, ToolResult):
                     result = item
@@ -374,6 +377,8 @@ class Agent:
             return results
         finally:
             run.wakers.clear()
+            if len(results) < len(tasks):
+                run.tool_token.cancel("the agent run ended")
             watcher.cancel()
             for item in tasks:
                 if isinstance(item, asyncio.Task):
