@@ -64,8 +64,10 @@ async def complete_async(
             exited = tag == EXIT
 
     unsubscribe = delivery.subscribe()
-    run.thread.start()
     try:
+        # Thread.start() waits for the new thread to run; hundreds of streams starting at
+        # once would stall the loop for that long, so the wait happens off the loop.
+        await loop.run_in_executor(None, run.thread.start)
         steps = delivery.steps()
         op = next(steps)
         try:
@@ -89,7 +91,7 @@ async def complete_async(
                         result = op[1](op[2])
                         if inspect.isawaitable(result):
                             await result
-                    except Exception as exc:  # noqa: BLE001 - reported through on_error
+                    except Exception as exc:
                         op = steps.send(exc)
                     else:
                         op = steps.send(None)

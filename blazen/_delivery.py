@@ -83,9 +83,10 @@ class Delivery:
         return [t.subscribe(self._cancelled) for t in self.tokens]
 
     def _cancelled(self) -> None:
-        # Runs on whichever thread called cancel(): tear the socket down, wake the caller.
-        self.run.abort.abort()
+        # Runs on whichever thread called cancel(). Wake the caller first: the abort makes
+        # the worker exit, and its EXIT must not overtake CANCEL in the caller's queue.
         self.run._put((CANCEL, None))
+        self.run.abort.abort()
 
     def finish(self, err: BlazenError) -> BlazenError:
         """Fill in the partial text (once the worker is gone) and scrub secrets."""
@@ -105,7 +106,6 @@ class Delivery:
 
     def steps(self) -> Generator[Op, Any, Optional[CompletionResponse]]:
         """The protocol; see the module docstring."""
-        run = self.run
         on_chunk = self.on_chunk
         idle = self.idle
         total = self.timeout

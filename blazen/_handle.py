@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from typing import Optional
+from typing import Callable, Optional
 
 from ._cancel import CancelToken
 from ._delivery import ChunkCallback, DoneCallback, ErrorCallback
 from ._model import ChatModel
-from ._streaming import complete_blocking
+from ._streaming import complete_blocking, tokens_for
 from ._types import CompletionRequest, CompletionResponse
 from .errors import BlazenError
 
 __all__ = ["StreamHandle"]
+
+
+def _forward(source: CancelToken, target: CancelToken) -> Callable[[], None]:
+    return lambda: target.cancel(source.reason)
 
 
 class StreamHandle(Future):  # type: ignore[type-arg]
@@ -42,9 +46,10 @@ class StreamHandle(Future):  # type: ignore[type-arg]
         timeout: Optional[float],
     ) -> StreamHandle:
         handle = cls()
-        handle._token = CancelToken()
-        if cancel is not None:
-            cancel.subscribe(handle._token.cancel)
+        token = handle._token = CancelToken()
+        # The caller's token and its ambient one (captured now: the background thread
+        # starts with an empty context) both cancel this stream, with their reason.
+        unsubscribe = [t.subscribe(_forward(t, token)) for t in tokens_for(cancel)]
         failure: list[BlazenError] = []
 
         def record_error(err: BlazenError) -> None:
@@ -65,9 +70,12 @@ class StreamHandle(Future):  # type: ignore[type-arg]
                     cancel=handle._token,
                     timeout=timeout,
                 )
-            except BaseException as exc:  # noqa: BLE001 - a callback's exception is the result
+            except BaseException as exc:
                 handle.set_exception(exc)
                 return
+            finally:
+                for unsub in unsubscribe:
+                    unsub()
             if failure:
                 handle.set_exception(failure[0])
             else:

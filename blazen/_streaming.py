@@ -153,7 +153,7 @@ def _drive(
             elif code == CALL:
                 try:
                     op[1](op[2])
-                except Exception as exc:  # noqa: BLE001 - the protocol reports it via on_error
+                except Exception as exc:
                     op = send(exc)
                 else:
                     op = send(None)

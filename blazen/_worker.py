@@ -58,7 +58,7 @@ class Run:
     def _work(self) -> None:
         try:
             self._attempts()
-        except BaseException as exc:  # noqa: BLE001 - the caller must hear of every failure
+        except BaseException as exc:
             err = InternalError(f"blazen's stream worker failed: {type(exc).__name__}: {exc}")
             err.__cause__ = exc
             self._put((ERROR, err))
@@ -87,7 +87,7 @@ class Run:
                 with model._transport.slot(self.abort):
                     self._attempt(http)
                 return
-            except Exception as exc:  # noqa: BLE001 - mapped to a blazen error below
+            except Exception as exc:
                 if self.abort.aborted:
                     return  # the caller decided how this stream ends
                 err = map_exception(

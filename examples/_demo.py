@@ -16,23 +16,28 @@ import blazen
 from blazen.testing import Pause, Reply, StreamServer
 
 
-def model_or_demo(replies: Sequence[Reply]) -> blazen.ChatModel:
-    """A model from the environment, or one bound to a local server replaying ``replies``."""
+def model_or_demo(
+    replies: Sequence[Reply] = (), *, default: Reply | None = None, **options: object
+) -> blazen.ChatModel:
+    """A model from the environment, or one bound to a local server replaying ``replies``
+    (then ``default`` for every further request)."""
     base_url = os.environ.get("BLAZEN_BASE_URL")
     if base_url:
         return blazen.Providers.openai_compat(
-            "local", base_url, model=os.environ.get("BLAZEN_MODEL", "default")
+            "local", base_url, model=os.environ.get("BLAZEN_MODEL", "default"), **options
         )
     if os.environ.get("OPENAI_API_KEY"):
-        return blazen.Providers.openai(model=os.environ.get("BLAZEN_MODEL", "gpt-4o-mini"))
-    server = StreamServer(replies).start()
+        return blazen.Providers.openai(
+            model=os.environ.get("BLAZEN_MODEL", "gpt-4o-mini"), **options
+        )
+    server = StreamServer(replies, default=default).start()
     atexit.register(server.stop)
     print(
         f"[demo] no BLAZEN_BASE_URL or OPENAI_API_KEY: replaying a recorded stream from "
         f"{server.base_url}",
         file=sys.stderr,
     )
-    return blazen.Providers.openai_compat("demo", server.base_url)
+    return blazen.Providers.openai_compat("demo", server.base_url, **options)
 
 
 def paced(events: Sequence[bytes], seconds: float = 0.04) -> list[bytes | Pause]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,3 +51,42 @@ def req() -> blazen.CompletionRequest:
 
 def sse_reply(name: str, provider: str = "openai", **kw: object) -> Reply:
     return Reply.sse(fixture_bytes(provider, name), **kw)  # type: ignore[arg-type]
+
+
+class Form:
+    """One way of running a stream, with complete()'s calling convention.
+
+    ``blocking`` is Streaming.complete; ``async`` runs Streaming.complete_async on a fresh
+    event loop in this thread; ``background`` starts a StreamHandle and waits for it.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def callback_thread(self, caller: str) -> str:
+        """The thread the callbacks run on when ``caller`` starts the stream."""
+        return "blazen-handle" if self.name == "background" else caller
+
+    def __call__(self, model, req, handler=None, **kw):
+        if self.name == "blocking":
+            return blazen.Streaming.complete(model, req, handler, **kw)
+        if self.name == "async":
+            return asyncio.run(blazen.Streaming.complete_async(model, req, handler, **kw))
+        handle = blazen.Streaming.start(model, req, handler, **kw)
+        try:
+            return handle.result(timeout=60)
+        except blazen.BlazenError:
+            if handler is None and kw.get("on_error") is None:
+                raise
+            return None
+        finally:
+            handle.join(10)
+
+
+@pytest.fixture(params=["blocking", "async", "background"])
+def complete(request: pytest.FixtureRequest) -> Form:
+    """Run the same contract test for the blocking, asyncio and background forms."""
+    return Form(request.param)

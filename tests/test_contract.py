@@ -27,56 +27,56 @@ def slow_stream(n: int = 200, pause: float = 0.01) -> Reply:
     return Reply.sse(body)
 
 
-def test_block_form_receives_chunks_then_exactly_one_done(server, model, req):
+def test_block_form_receives_chunks_then_exactly_one_done(server, model, req, complete):
     """Zero or more chunks, then exactly one done, and nothing after it."""
     server.add(sse_reply("text.sse"))
     rec = Recorder()
-    Streaming.complete(model, req, rec.handler)
+    complete(model, req, rec.handler)
     assert rec.kinds[-1] == "done" and rec.terminals == 1
     assert set(rec.kinds[:-1]) == {"chunk"}
 
 
-def test_keyword_form_is_equivalent_to_block_form(server, model, req):
+def test_keyword_form_is_equivalent_to_block_form(server, model, req, complete):
     """on_chunk/on_done/on_error see the same events as the block handler."""
     server.add(sse_reply("text.sse"), sse_reply("text.sse"))
     block, kw = Recorder(), Recorder()
-    Streaming.complete(model, req, block.handler)
-    Streaming.complete(model, req, on_chunk=kw.on_chunk, on_done=kw.on_done, on_error=kw.on_error)
+    complete(model, req, block.handler)
+    complete(model, req, on_chunk=kw.on_chunk, on_done=kw.on_done, on_error=kw.on_error)
     assert [(k, a) for k, a, _ in block.events] == [(k, a) for k, a, _ in kw.events]
 
 
-def test_keyword_handler_wins_over_block_handler_for_its_kind(server, model, req):
+def test_keyword_handler_wins_over_block_handler_for_its_kind(server, model, req, complete):
     """Given both, the keyword callback gets its kind; the block handler gets the rest."""
     server.add(sse_reply("text.sse"))
     block = Recorder()
     dones: list = []
-    Streaming.complete(model, req, block.handler, on_done=lambda r, u: dones.append(r))
+    complete(model, req, block.handler, on_done=lambda r, u: dones.append(r))
     assert dones == ["stop"]
     assert "done" not in block.kinds and "chunk" in block.kinds
 
 
-def test_callbacks_run_on_the_calling_thread_in_order(server, model, req):
-    """Every callback runs on the thread that called complete, never on the worker."""
+def test_callbacks_run_on_the_calling_thread_in_order(server, model, req, complete):
+    """Every callback runs on the caller's thread (the handle's thread for start())."""
     server.add(sse_reply("text.sse"))
     rec = Recorder()
-    t = threading.Thread(target=Streaming.complete, args=(model, req, rec.handler), name="caller-x")
+    t = threading.Thread(target=complete, args=(model, req, rec.handler), name="caller-x")
     t.start()
     t.join(10)
-    assert rec.threads == {"caller-x"}
+    assert rec.threads == {complete.callback_thread("caller-x")}
     assert rec.kinds[-1] == "done"
 
 
-def test_success_returns_the_assembled_response(server, model, req):
+def test_success_returns_the_assembled_response(server, model, req, complete):
     """complete returns the CompletionResponse: text, finish reasons, usage, model."""
     server.add(sse_reply("text.sse"))
-    resp = Streaming.complete(model, req)
+    resp = complete(model, req)
     assert isinstance(resp, blazen.CompletionResponse)
     assert resp.content == "Why did the scarecrow win an award?"
     assert (resp.finish_reason, resp.raw_finish_reason) == ("stop", "stop")
     assert resp.usage.total_tokens == 33
 
 
-def test_without_an_error_handler_complete_raises(server, model, req):
+def test_without_an_error_handler_complete_raises(server, model, req, complete):
     """No error handler at all: the error is raised, typed."""
     server.add(
         Reply.json(
@@ -91,20 +91,22 @@ def test_without_an_error_handler_complete_raises(server, model, req):
         )
     )
     with pytest.raises(blazen.AuthError) as info:
-        Streaming.complete(model, req, on_chunk=lambda c: None)
+        complete(model, req, on_chunk=lambda c: None)
     assert info.value.status == 401 and "bad key" in info.value.message
 
 
-def test_with_an_error_handler_complete_returns_none(server, model, req):
+def test_with_an_error_handler_complete_returns_none(server, model, req, complete):
     """With on_error given, a failure is delivered once and complete returns None."""
     server.add(Reply.json({"error": {"message": "nope"}}, status=400))
     rec = Recorder()
-    assert Streaming.complete(model, req, on_error=rec.on_error) is None
+    assert complete(model, req, on_error=rec.on_error) is None
     assert rec.kinds == ["error"]
     assert isinstance(rec.error, blazen.InvalidRequestError)
 
 
-def test_a_raising_chunk_callback_aborts_and_the_server_sees_the_close(server, model, req, caplog):
+def test_a_raising_chunk_callback_aborts_and_the_server_sees_the_close(
+    server, model, req, caplog, complete
+):
     """on_chunk raising: socket torn down, logged, CallbackError with the cause, nothing after."""
     server.add(slow_stream())
     rec = Recorder()
@@ -118,9 +120,7 @@ def test_a_raising_chunk_callback_aborts_and_the_server_sees_the_close(server, m
 
     with caplog.at_level(logging.ERROR, logger="blazen"):
         t0 = time.monotonic()
-        Streaming.complete(
-            model, req, on_chunk=on_chunk, on_done=rec.on_done, on_error=rec.on_error
-        )
+        complete(model, req, on_chunk=on_chunk, on_done=rec.on_done, on_error=rec.on_error)
         returned = time.monotonic() - t0
     assert len(seen) == 3
     assert rec.kinds == ["error"]
@@ -135,7 +135,9 @@ def test_a_raising_chunk_callback_aborts_and_the_server_sees_the_close(server, m
     assert returned < 1.5
 
 
-def test_a_raising_chunk_callback_without_on_error_raises_callback_error(server, model, req):
+def test_a_raising_chunk_callback_without_on_error_raises_callback_error(
+    server, model, req, complete
+):
     """No error handler: the CallbackError is raised with the original as __cause__."""
     server.add(sse_reply("text.sse"))
 
@@ -143,11 +145,11 @@ def test_a_raising_chunk_callback_without_on_error_raises_callback_error(server,
         raise ValueError("mine")
 
     with pytest.raises(blazen.CallbackError) as info:
-        Streaming.complete(model, req, on_chunk=on_chunk)
+        complete(model, req, on_chunk=on_chunk)
     assert isinstance(info.value.__cause__, ValueError)
 
 
-def test_an_exception_in_on_done_propagates(server, model, req):
+def test_an_exception_in_on_done_propagates(server, model, req, complete):
     """on_done raising propagates out of complete (it is the caller's own code)."""
     server.add(sse_reply("text.sse"))
 
@@ -155,10 +157,10 @@ def test_an_exception_in_on_done_propagates(server, model, req):
         raise KeyError("mine")
 
     with pytest.raises(KeyError):
-        Streaming.complete(model, req, on_done=on_done)
+        complete(model, req, on_done=on_done)
 
 
-def test_an_exception_in_on_error_propagates(server, model, req):
+def test_an_exception_in_on_error_propagates(server, model, req, complete):
     """on_error raising propagates out of complete."""
     server.add(Reply.json({"error": {"message": "x"}}, status=400))
 
@@ -166,22 +168,26 @@ def test_an_exception_in_on_error_propagates(server, model, req):
         raise LookupError("mine")
 
     with pytest.raises(LookupError):
-        Streaming.complete(model, req, on_error=on_error)
+        complete(model, req, on_error=on_error)
 
 
-def test_is_final_is_set_only_on_the_last_chunk_of_a_successful_stream(server, model, req):
+def test_is_final_is_set_only_on_the_last_chunk_of_a_successful_stream(
+    server, model, req, complete
+):
     """is_final marks the last chunk before done, and never appears on a failed stream."""
     server.add(sse_reply("parallel_tool_calls.sse"), sse_reply("truncated.sse", transfer="close"))
     ok, bad = Recorder(), Recorder()
-    Streaming.complete(model, req, ok.handler)
-    Streaming.complete(model, req, bad.handler)
+    complete(model, req, ok.handler)
+    complete(model, req, bad.handler)
     assert [c.is_final for c in ok.chunks].count(True) == 1 and ok.chunks[-1].is_final
     assert ok.chunks[-1].tool_calls == ok.chunks[-2].tool_calls
     assert not any(c.is_final for c in bad.chunks) and bad.kinds[-1] == "error"
 
 
 @pytest.mark.parametrize("transfer", ["chunked", "close"])
-def test_a_token_reaches_on_chunk_as_soon_as_its_bytes_arrive(server, model, req, transfer):
+def test_a_token_reaches_on_chunk_as_soon_as_its_bytes_arrive(
+    server, model, req, transfer, complete
+):
     """One event then a stall: the event is delivered at once, chunked or close-delimited."""
     first = openai_sse(["first"])[:2]
     server.add(Reply.sse([*first, Stall()], transfer=transfer))
@@ -194,17 +200,17 @@ def test_a_token_reaches_on_chunk_as_soon_as_its_bytes_arrive(server, model, req
 
     t0 = time.monotonic()
     rec = Recorder()
-    Streaming.complete(model, req, on_chunk=on_chunk, on_error=rec.on_error, cancel=token)
+    complete(model, req, on_chunk=on_chunk, on_error=rec.on_error, cancel=token)
     assert [g[0] for g in got] == ["first"]
     assert got[0][1] - t0 < 2.0
     assert isinstance(rec.error, blazen.CancelledError)
 
 
-def test_one_request_is_reused_across_threads(server, model, req):
+def test_one_request_is_reused_across_threads(server, model, req, complete):
     """Requests are immutable: one value serves many concurrent calls."""
     server._default = sse_reply("text.sse")
     with ThreadPoolExecutor(8) as pool:
-        texts = list(pool.map(lambda _: Streaming.complete(model, req).content, range(16)))
+        texts = list(pool.map(lambda _: complete(model, req).content, range(16)))
     assert set(texts) == {"Why did the scarecrow win an award?"}
 
 
@@ -231,26 +237,26 @@ def test_programming_mistakes_raise_before_anything_starts(server, model, req, a
 
 
 def test_init_and_shutdown_are_idempotent_and_shutdown_closes_pooled_connections(
-    server, model, req
+    server, model, req, complete
 ):
     """shutdown() closes the pooled keep-alive connection; the model reconnects afterwards."""
     blazen.init()
     blazen.init()
     server.add(sse_reply("text.sse"), sse_reply("text.sse"))
-    Streaming.complete(model, req)
+    complete(model, req)
     time.sleep(0.05)
     assert server.open_connections() == 1  # kept alive in the pool
     blazen.shutdown()
     blazen.shutdown()
     assert server.wait_closed(2.0)
-    assert Streaming.complete(model, req).content
+    assert complete(model, req).content
 
 
-def test_a_finished_stream_returns_its_connection_to_the_pool(server, model, req):
+def test_a_finished_stream_returns_its_connection_to_the_pool(server, model, req, complete):
     """Two streams in a row reuse one keep-alive connection."""
     server.add(sse_reply("text.sse"), sse_reply("text.sse"))
-    Streaming.complete(model, req)
-    Streaming.complete(model, req)
+    complete(model, req)
+    complete(model, req)
     assert len(server.connections) == 1 and server.connections[0].requests == 2
 
 
@@ -260,16 +266,16 @@ def test_missing_key_is_an_auth_error_naming_the_variable():
         blazen.Providers.openai()
 
 
-def test_empty_key_falls_back_to_the_environment(server, req, monkeypatch):
+def test_empty_key_falls_back_to_the_environment(server, req, monkeypatch, complete):
     """api_key='' reads OPENAI_API_KEY."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     m = blazen.Providers.openai(base_url=server.base_url)
     server.add(sse_reply("text.sse"))
-    Streaming.complete(m, req)
+    complete(m, req)
     assert server.requests[0].header("Authorization") == "Bearer sk-from-env"
 
 
-def test_the_key_never_appears_in_errors_reprs_or_logs(server, req, caplog):
+def test_the_key_never_appears_in_errors_reprs_or_logs(server, req, caplog, complete):
     """A server that echoes the key back: message, body, repr and every log line stay clean."""
     m = blazen.Providers.openai(api_key=KEY, base_url=server.base_url, max_retries=1)
     server.add(
@@ -286,7 +292,7 @@ def test_the_key_never_appears_in_errors_reprs_or_logs(server, req, caplog):
     )
     rec = Recorder()
     with caplog.at_level(logging.DEBUG):
-        Streaming.complete(m, req, rec.handler)
+        complete(m, req, rec.handler)
     err = rec.error
     assert isinstance(err, blazen.AuthError)
     for text in (

@@ -46,7 +46,17 @@ def test_joke_example_streams_from_a_server_given_by_base_url():
     assert sent["max_tokens"] == 256 and sent["stream"] is True
 
 
-@pytest.mark.parametrize("name", ["joke.py", "explicit_handlers.py", "tool_calls.py"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "joke.py",
+        "explicit_handlers.py",
+        "tool_calls.py",
+        "batch_threadpool.py",
+        "start_cancel.py",
+        "async_relay.py",
+    ],
+)
 def test_examples_run_offline_with_the_recorded_demo_stream(name):
     """With no server configured each example replays its recorded stream and says so."""
     proc = run_example(name)

@@ -11,7 +11,6 @@ import time
 import pytest
 
 import blazen
-from blazen import Streaming
 from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, openai_sse, sse_event
 
 from .conftest import KEY_FOR_TESTS, sse_reply
@@ -26,10 +25,10 @@ def make_model(server: StreamServer, **options) -> blazen.ChatModel:
     return blazen.Providers.openai(api_key=KEY_FOR_TESTS, base_url=server.base_url, **options)
 
 
-def stream(model, req, **kw):
+def stream(complete, model, req, **kw):
     rec = Recorder()
     t0 = time.monotonic()
-    resp = Streaming.complete(model, req, rec.handler, **kw)
+    resp = complete(model, req, rec.handler, **kw)
     return rec, resp, time.monotonic() - t0
 
 
@@ -44,7 +43,7 @@ def free_port() -> int:
 # -- cancellation -----------------------------------------------------------------------
 
 
-def test_cancel_from_another_thread_ends_a_blocked_read_within_100ms(server, req):
+def test_cancel_from_another_thread_ends_a_blocked_read_within_100ms(server, req, complete):
     """A worker blocked in recv with no bytes arriving is woken; the server sees the close."""
     server.add(Reply.sse([*openai_sse(["hi"])[:2], Stall()]))
     model = make_model(server)
@@ -57,7 +56,7 @@ def test_cancel_from_another_thread_ends_a_blocked_read_within_100ms(server, req
         token.cancel("user pressed stop")
 
     threading.Thread(target=later).start()
-    rec, resp, _ = stream(model, req, cancel=token)
+    rec, resp, _ = stream(complete, model, req, cancel=token)
     ended = time.monotonic()
     assert resp is None and rec.kinds == ["chunk", "error"]
     err = rec.error
@@ -69,57 +68,59 @@ def test_cancel_from_another_thread_ends_a_blocked_read_within_100ms(server, req
     assert server.connections[0].closed_by == "client"
 
 
-def test_cancel_before_headers_arrive_closes_the_connection(server, req):
+def test_cancel_before_headers_arrive_closes_the_connection(server, req, complete):
     """A server that accepted but never answered is hung up on at cancel."""
     server.add(Reply(raw=True, body=[Stall()]))
     model = make_model(server)
     token = blazen.CancelToken()
     threading.Timer(0.2, token.cancel).start()
-    rec, _, took = stream(model, req, cancel=token)
+    rec, _, took = stream(complete, model, req, cancel=token)
     assert isinstance(rec.error, blazen.CancelledError) and took < 1.0
     assert server.wait_closed(1.0)
 
 
-def test_an_already_cancelled_token_sends_nothing_useful_and_ends_in_cancelled(server, req):
+def test_an_already_cancelled_token_sends_nothing_useful_and_ends_in_cancelled(
+    server, req, complete
+):
     """A token cancelled before the call ends the stream at once with CancelledError."""
     server.add(sse_reply("text.sse"))
     token = blazen.CancelToken()
     token.cancel()
-    rec, _, _ = stream(make_model(server), req, cancel=token)
+    rec, _, _ = stream(complete, make_model(server), req, cancel=token)
     assert rec.kinds == ["error"] and isinstance(rec.error, blazen.CancelledError)
 
 
-def test_cancel_scope_reaches_streams_that_were_not_given_a_token(server, req):
+def test_cancel_scope_reaches_streams_that_were_not_given_a_token(server, req, complete):
     """An ambient cancel_scope token cancels streams started inside it."""
     server.add(Reply.sse([Stall()]))
     token = blazen.CancelToken()
     threading.Timer(0.2, token.cancel).start()
     with blazen.cancel_scope(token):
-        rec, _, took = stream(make_model(server), req)
+        rec, _, took = stream(complete, make_model(server), req)
     assert isinstance(rec.error, blazen.CancelledError) and took < 1.0
 
 
-def test_cancel_during_retry_backoff_wakes_at_once(server, req):
+def test_cancel_during_retry_backoff_wakes_at_once(server, req, complete):
     """A cancel while the worker waits out Retry-After ends the stream without waiting."""
     server.add(
         Reply.json({"error": {"message": "slow"}}, status=429, headers={"Retry-After": "30"})
     )
     token = blazen.CancelToken()
     threading.Timer(0.3, token.cancel).start()
-    rec, _, took = stream(make_model(server, retry_after_cap=60), req, cancel=token)
+    rec, _, took = stream(complete, make_model(server, retry_after_cap=60), req, cancel=token)
     assert isinstance(rec.error, blazen.CancelledError) and took < 1.0
 
 
 # -- time limits ------------------------------------------------------------------------
 
 
-def test_connect_refused_is_a_connection_error_after_retries(req, caplog):
+def test_connect_refused_is_a_connection_error_after_retries(req, caplog, complete):
     """Nothing listening: retried max_retries times, then one ConnectionError."""
     model = blazen.Providers.openai(
         api_key=KEY_FOR_TESTS, base_url=f"http://127.0.0.1:{free_port()}/v1"
     )
     with caplog.at_level(logging.INFO, logger="blazen"):
-        rec, _, _ = stream(model, req)
+        rec, _, _ = stream(complete, model, req)
     assert rec.kinds == ["error"] and isinstance(rec.error, blazen.ConnectionError)
     assert isinstance(rec.error, ConnectionError)  # the builtin too
     assert "could not connect" in rec.error.message
@@ -127,7 +128,7 @@ def test_connect_refused_is_a_connection_error_after_retries(req, caplog):
     assert len(retries) == 2 and all(r.levelno == logging.INFO for r in retries)
 
 
-def test_connect_timeout_names_the_limit(req):
+def test_connect_timeout_names_the_limit(req, complete):
     """A connect that cannot complete ends in TimeoutError naming the connect limit."""
     # A listener whose backlog is full leaves new handshakes unanswered (only loopback
     # addresses may be used here, so a blackholed address is not an option).
@@ -150,7 +151,7 @@ def test_connect_timeout_names_the_limit(req):
             max_retries=0,
             idle_timeout=0.5,
         )
-        rec, _, took = stream(model, req)
+        rec, _, took = stream(complete, model, req)
     finally:
         for s in fillers:
             s.close()
@@ -161,49 +162,49 @@ def test_connect_timeout_names_the_limit(req):
     assert took < 3
 
 
-def test_accept_and_never_answer_ends_in_idle_timeout(server, req):
+def test_accept_and_never_answer_ends_in_idle_timeout(server, req, complete):
     """A server that accepts and says nothing: TimeoutError (idle) naming the seconds."""
     server.add(Reply(raw=True, body=[Stall()]))
-    rec, _, took = stream(make_model(server, idle_timeout=0.3, max_retries=0), req)
+    rec, _, took = stream(complete, make_model(server, idle_timeout=0.3, max_retries=0), req)
     err = rec.error
     assert isinstance(err, blazen.TimeoutError) and err.limit == "idle"
     assert "0.3 s" in err.message and took < 2
 
 
-def test_headers_then_stall_ends_in_idle_timeout(server, req):
+def test_headers_then_stall_ends_in_idle_timeout(server, req, complete):
     """Status and headers, then nothing: idle timeout."""
     server.add(Reply.sse([Stall()]))
-    rec, _, _ = stream(make_model(server, idle_timeout=0.3), req)
+    rec, _, _ = stream(complete, make_model(server, idle_timeout=0.3), req)
     assert isinstance(rec.error, blazen.TimeoutError) and rec.error.limit == "idle"
     assert server.wait_closed(1.0)
 
 
-def test_stall_mid_stream_ends_in_idle_timeout_with_partial_text(server, req):
+def test_stall_mid_stream_ends_in_idle_timeout_with_partial_text(server, req, complete):
     """Content, then silence: idle timeout; the text so far is on the error."""
     server.add(Reply.sse([*openai_sse(["part one"])[:2], Stall()]))
-    rec, _, _ = stream(make_model(server, idle_timeout=0.3), req)
+    rec, _, _ = stream(complete, make_model(server, idle_timeout=0.3), req)
     assert rec.kinds == ["chunk", "error"]
     assert rec.error.limit == "idle" and rec.error.partial == "part one"
 
 
-def test_keep_alives_alone_do_not_count_as_progress(server, req):
+def test_keep_alives_alone_do_not_count_as_progress(server, req, complete):
     """A server sending only comments forever still hits the idle timeout."""
     body = [b": keep-alive\n\n", Pause(0.05)] * 100
     server.add(Reply.sse(body))
-    rec, _, took = stream(make_model(server, idle_timeout=0.4), req)
+    rec, _, took = stream(complete, make_model(server, idle_timeout=0.4), req)
     assert isinstance(rec.error, blazen.TimeoutError) and rec.error.limit == "idle"
     assert took < 2
     assert server.wait_closed(1.0)
 
 
-def test_dribbling_server_hits_the_total_timeout(server, req):
+def test_dribbling_server_hits_the_total_timeout(server, req, complete):
     """One byte at a time, forever: the total timeout= ends it and says so."""
     blob = b"".join(openai_sse(["x" * 200]))
     body = []
     for i in range(len(blob)):
         body += [blob[i : i + 1], Pause(0.02)]
     server.add(Reply.sse(body))
-    rec, _, took = stream(make_model(server, idle_timeout=5), req, timeout=0.5)
+    rec, _, took = stream(complete, make_model(server, idle_timeout=5), req, timeout=0.5)
     err = rec.error
     assert isinstance(err, blazen.TimeoutError) and err.limit == "total"
     assert "total timeout of 0.5 s" in err.message
@@ -211,17 +212,17 @@ def test_dribbling_server_hits_the_total_timeout(server, req):
     assert server.wait_closed(1.0)
 
 
-def test_model_level_total_timeout_applies_when_the_call_gives_none(server, req):
+def test_model_level_total_timeout_applies_when_the_call_gives_none(server, req, complete):
     """timeout= on the model is the default for every call."""
     server.add(Reply.sse([b": ping\n\n", Pause(0.1)] * 40))
-    rec, _, _ = stream(make_model(server, timeout=0.3), req)
+    rec, _, _ = stream(complete, make_model(server, timeout=0.3), req)
     assert rec.error.limit == "total"
 
 
 # -- retries ----------------------------------------------------------------------------
 
 
-def test_429_with_retry_after_is_retried_once_and_text_is_not_duplicated(server, req):
+def test_429_with_retry_after_is_retried_once_and_text_is_not_duplicated(server, req, complete):
     """429 Retry-After: 1, then success: one retry after about a second, text once."""
     server.add(
         Reply.json(
@@ -231,24 +232,24 @@ def test_429_with_retry_after_is_retried_once_and_text_is_not_duplicated(server,
         ),
         sse_reply("text.sse"),
     )
-    rec, resp, took = stream(make_model(server), req)
+    rec, resp, took = stream(complete, make_model(server), req)
     assert resp.content == "Why did the scarecrow win an award?" == rec.text
     assert len(server.requests) == 2 and 0.9 < took < 3
 
 
-def test_429_demanding_an_hour_is_not_retried(server, req):
+def test_429_demanding_an_hour_is_not_retried(server, req, complete):
     """Retry-After beyond the cap: RateLimitError with retry_after, no second request."""
     server.add(
         Reply.json({"error": {"message": "quota"}}, status=429, headers={"Retry-After": "3600"})
     )
-    rec, _, took = stream(make_model(server), req)
+    rec, _, took = stream(complete, make_model(server), req)
     err = rec.error
     assert isinstance(err, blazen.RateLimitError) and err.retry_after == 3600
     assert "did not retry" in err.message
     assert len(server.requests) == 1 and took < 1
 
 
-def test_retry_after_ms_wins_over_retry_after(server, req):
+def test_retry_after_ms_wins_over_retry_after(server, req, complete):
     """retry-after-ms is honoured (and preferred)."""
     server.add(
         Reply.json(
@@ -258,78 +259,78 @@ def test_retry_after_ms_wins_over_retry_after(server, req):
         ),
         sse_reply("text.sse"),
     )
-    rec, resp, took = stream(make_model(server), req)
+    rec, resp, took = stream(complete, make_model(server), req)
     assert resp is not None and took < 1.5
 
 
-def test_503_twice_then_success(server, req):
+def test_503_twice_then_success(server, req, complete):
     """Two 503s then a stream: success on the third attempt."""
     server.add(
         Reply.json({"error": {"message": "unavailable"}}, status=503),
         Reply.json({"error": {"message": "unavailable"}}, status=503),
         sse_reply("text.sse"),
     )
-    rec, resp, _ = stream(make_model(server), req)
+    rec, resp, _ = stream(complete, make_model(server), req)
     assert resp.content and rec.terminals == 1 and len(server.requests) == 3
 
 
 @pytest.mark.parametrize("status", [408, 500, 502, 504])
-def test_retryable_statuses_are_retried(server, req, status):
+def test_retryable_statuses_are_retried(server, req, status, complete):
     """408 and 5xx are retried before any chunk."""
     server.add(Reply.json({"error": {"message": "x"}}, status=status), sse_reply("text.sse"))
-    _, resp, _ = stream(make_model(server), req)
+    _, resp, _ = stream(complete, make_model(server), req)
     assert resp is not None and len(server.requests) == 2
 
 
-def test_529_is_an_overloaded_error(server, req):
+def test_529_is_an_overloaded_error(server, req, complete):
     """529 exhausts its retries and surfaces as OverloadedError."""
     over = Reply.json(
         {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
         status=529,
     )
     server.add(over, over, over)
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert isinstance(rec.error, blazen.OverloadedError) and rec.error.status == 529
     assert len(server.requests) == 3
 
 
-def test_non_retryable_statuses_are_not_retried(server, req):
+def test_non_retryable_statuses_are_not_retried(server, req, complete):
     """A 401 is final at once."""
     server.add(Reply.json({"error": {"message": "no"}}, status=401))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert isinstance(rec.error, blazen.AuthError) and len(server.requests) == 1
 
 
-def test_in_stream_error_before_content_is_retried(server, req):
+def test_in_stream_error_before_content_is_retried(server, req, complete):
     """An error event before any content is retried like a 5xx."""
     server.add(sse_reply("error_before_content.sse", transfer="close"), sse_reply("text.sse"))
-    rec, resp, _ = stream(make_model(server), req)
+    rec, resp, _ = stream(complete, make_model(server), req)
     assert resp is not None and rec.text == resp.content and len(server.requests) == 2
 
 
-def test_in_stream_error_after_content_is_not_retried(server, req):
+def test_in_stream_error_after_content_is_not_retried(server, req, complete):
     """After a chunk reached a callback nothing is retried (it would duplicate text)."""
     server.add(sse_reply("midstream_error.sse", transfer="close"), sse_reply("text.sse"))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert rec.kinds[-1] == "error" and len(server.requests) == 1
 
 
-def test_in_stream_overloaded_error_gets_the_same_class_as_http_529(server, req):
+def test_in_stream_overloaded_error_gets_the_same_class_as_http_529(server, req, complete):
     """An in-stream overloaded_error is an OverloadedError, exactly as a 529."""
     body = [
         sse_event({"choices": [{"index": 0, "delta": {"content": "a"}}]}),
         sse_event({"error": {"type": "overloaded_error", "message": "Overloaded"}}),
     ]
     server.add(Reply.sse(body))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert type(rec.error) is blazen.OverloadedError and rec.error.status is None
 
 
-def test_connection_dropped_mid_event_is_one_connection_error(server, req):
+def test_connection_dropped_mid_event_is_one_connection_error(server, req, complete):
     """The server drops the connection halfway through an event: one ConnectionError."""
     events = openai_sse(["alpha", "beta"])
     server.add(Reply.sse([events[0], events[1], events[2][:20], Drop()]))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert rec.kinds == ["chunk", "error"] and isinstance(rec.error, blazen.ConnectionError)
     assert rec.error.partial == "alpha"
 
@@ -337,20 +338,20 @@ def test_connection_dropped_mid_event_is_one_connection_error(server, req):
 # -- hostile input ----------------------------------------------------------------------
 
 
-def test_an_oversize_event_is_a_provider_error_not_unbounded_memory(server, req):
+def test_an_oversize_event_is_a_provider_error_not_unbounded_memory(server, req, complete):
     """A single 9 MiB event ends the stream with ProviderError at the 8 MiB default cap."""
     huge = b"data: " + b"x" * (9 * 1024 * 1024)
     server.add(Reply.sse([huge[i : i + 65536] for i in range(0, len(huge), 65536)]))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     err = rec.error
     assert type(err) is blazen.ProviderError and err.error_type == "event_too_large"
     assert "8388608 bytes" in err.message
 
 
-def test_invalid_utf8_is_a_provider_error(server, req):
+def test_invalid_utf8_is_a_provider_error(server, req, complete):
     """Bytes that are not UTF-8 end the stream with a clear ProviderError."""
     server.add(Reply.sse([b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n']))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert type(rec.error) is blazen.ProviderError and rec.error.error_type == "invalid_utf8"
 
 
@@ -364,22 +365,24 @@ def test_invalid_utf8_is_a_provider_error(server, req):
         (b'data: {"choices": [{"delta": {"tool_calls": [7]}}]}\n\n', "unexpected shape"),
     ],
 )
-def test_malformed_payloads_are_provider_errors_never_raw_exceptions(server, req, payload, what):
+def test_malformed_payloads_are_provider_errors_never_raw_exceptions(
+    server, req, payload, what, complete
+):
     """Non-JSON data, JSON of the wrong shape: one typed ProviderError, never KeyError."""
     server.add(Reply.sse([payload]))
-    rec, _, _ = stream(make_model(server, max_retries=0), req)
+    rec, _, _ = stream(complete, make_model(server, max_retries=0), req)
     assert rec.kinds == ["error"]
     assert type(rec.error) is blazen.ProviderError and what in rec.error.message
 
 
-def test_an_html_page_with_status_200_is_a_provider_error(server, req):
+def test_an_html_page_with_status_200_is_a_provider_error(server, req, complete):
     """A proxy's HTML page with 200 is reported as such, with a hint about base_url."""
     server.add(
         Reply(
             headers={"Content-Type": "text/html"}, body=[b"<html>Sign in</html>"], transfer="length"
         )
     )
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     err = rec.error
     assert (
         type(err) is blazen.ProviderError
@@ -389,26 +392,26 @@ def test_an_html_page_with_status_200_is_a_provider_error(server, req):
     assert err.body == "<html>Sign in</html>"
 
 
-def test_a_wrong_content_type_is_a_provider_error(server, req):
+def test_a_wrong_content_type_is_a_provider_error(server, req, complete):
     """text/plain where an event stream was promised: ProviderError."""
     server.add(Reply(headers={"Content-Type": "text/plain"}, body=[b"data: [DONE]\n\n"]))
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert type(rec.error) is blazen.ProviderError and "text/plain" in rec.error.message
 
 
-def test_a_json_error_with_status_200_is_classified(server, req):
+def test_a_json_error_with_status_200_is_classified(server, req, complete):
     """Some servers send a JSON error body with 200: classified like the HTTP error."""
     server.add(
         Reply.json({"error": {"message": "model not found", "type": "invalid_request_error"}})
     )
-    rec, _, _ = stream(make_model(server), req)
+    rec, _, _ = stream(complete, make_model(server), req)
     assert isinstance(rec.error, blazen.InvalidRequestError)
 
 
 # -- security ---------------------------------------------------------------------------
 
 
-def test_redirects_are_not_followed_and_the_key_goes_nowhere_else(req):
+def test_redirects_are_not_followed_and_the_key_goes_nowhere_else(req, complete):
     """A redirect to another host is an error; the other host never sees a request."""
     with StreamServer() as a, StreamServer() as b:
         a.add(
@@ -418,7 +421,7 @@ def test_redirects_are_not_followed_and_the_key_goes_nowhere_else(req):
                 transfer="length",
             )
         )
-        rec, _, _ = stream(make_model(a), req)
+        rec, _, _ = stream(complete, make_model(a), req)
         assert type(rec.error) is blazen.ProviderError and "redirect" in rec.error.message
         assert b.requests == []
 
