@@ -79,6 +79,15 @@ class Abort:
             if self.aborted:
                 _shutdown(sock)
 
+    def detach(self) -> bool:
+        """Forget the socket before it goes back to the pool; False if already aborted.
+
+        A pooled socket may serve another stream next, so no later abort may touch it.
+        """
+        with self._lock:
+            self._sock = None
+            return not self.aborted
+
     def abort(self) -> None:
         """Shut the socket down now; the blocked worker wakes with an error."""
         with self._lock:
@@ -279,12 +288,16 @@ def read_error_body(resp: requests.Response) -> str:
         return data.decode("utf-8", errors="replace")
 
 
-def release(resp: requests.Response, *, drain_timeout: float = 1.0) -> None:
+def release(resp: requests.Response, abort: Abort, *, drain_timeout: float = 1.0) -> None:
     """Return a finished response's connection to the pool, or close it.
 
     After the end signal most servers end the body at once; a server that keeps it open
     gets its connection closed after ``drain_timeout`` rather than holding the caller.
+    A stream that was aborted meanwhile has its connection closed, never pooled.
     """
+    if not abort.detach():
+        resp.close()
+        return
     raw = resp.raw
     try:
         sock = raw._connection.sock if raw._connection is not None else None

@@ -143,7 +143,7 @@ class Run:
                 body = read_body(resp, opts.max_event_bytes, wire.provider)
                 response = wire.parse_response(body)
                 finished = True
-                release(resp)
+                release(resp, self.abort)
                 self._put((DONE, response))
                 return
             ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
@@ -151,7 +151,7 @@ class Run:
                 raise self._wrong_content_type(ctype, read_error_body(resp), http.url)
             self._fold_stream(resp)
             finished = True
-            release(resp)
+            release(resp, self.abort)
         finally:
             if not finished:
                 resp.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 from collections import deque
@@ -322,10 +323,12 @@ class StreamServer:
         *,
         default: Optional[Reply] = None,
         host: str = "127.0.0.1",
+        ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
         self._default = default
         self._host = host
+        self._ssl = ssl_context
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -373,8 +376,9 @@ class StreamServer:
 
     @property
     def url(self) -> str:
-        """``http://127.0.0.1:<port>``."""
-        return f"http://{self._host}:{self.port}"
+        """``http://127.0.0.1:<port>`` (``https://`` when serving TLS)."""
+        scheme = "https" if self._ssl is not None else "http"
+        return f"{scheme}://{self._host}:{self.port}"
 
     @property
     def base_url(self) -> str:
@@ -435,6 +439,12 @@ class StreamServer:
 
     def _serve(self, conn: socket.socket, record: ConnectionRecord) -> None:
         buf = b""
+        if self._ssl is not None:
+            try:
+                conn = self._ssl.wrap_socket(conn, server_side=True)
+            except (OSError, ssl.SSLError):
+                self._close(conn, record, "client")  # the client refused our certificate
+                return
         try:
             while not self._stop.is_set():
                 request, buf = self._read_request(conn, buf)
@@ -463,7 +473,9 @@ class StreamServer:
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._stop.is_set():
             step = 0.05 if deadline is None else max(0.0, min(0.05, deadline - time.monotonic()))
-            readable, _, _ = select.select([conn], [], [], step)
+            # TLS may hold decrypted bytes that select() cannot see.
+            buffered = isinstance(conn, ssl.SSLSocket) and conn.pending() > 0
+            readable = [conn] if buffered else select.select([conn], [], [], step)[0]
             if readable:
                 try:
                     return conn.recv(65536)

@@ -317,3 +317,17 @@ def test_errors_keep_their_fields_when_pickled():
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is blazen.RateLimitError
     assert (back.message, back.status, back.retry_after) == ("slow down", 429, 2.0)
+
+
+def test_a_raise_on_the_final_chunk_leaves_the_model_usable(server, model, req, complete):
+    """on_chunk raising on the final chunk is a CallbackError; the next stream still works."""
+    server.add(sse_reply("text.sse"), sse_reply("text.sse"))
+
+    def on_chunk(chunk):
+        if chunk.is_final:
+            raise RuntimeError("late")
+
+    rec = Recorder()
+    complete(model, req, on_chunk=on_chunk, on_error=rec.on_error)
+    assert isinstance(rec.error, blazen.CallbackError) and rec.kinds == ["error"]
+    assert complete(model, req).content == "Why did the scarecrow win an award?"

@@ -51,3 +51,29 @@ def test_an_unknown_exception_is_an_internal_error():
         ZeroDivisionError("?"), provider="p", url="u", connect_timeout=1.0, read_timeout=1.0
     )
     assert isinstance(err, blazen.InternalError)
+
+
+def test_an_abort_after_detach_leaves_a_pooled_socket_alone():
+    """Once a connection goes back to the pool, a late abort of its old stream cannot kill it."""
+    import socket
+    import types
+
+    from blazen._transport import Abort
+
+    a, b = socket.socketpair()
+    try:
+        abort = Abort()
+        abort.attach(types.SimpleNamespace(sock=a))
+        assert abort.detach() is True
+        abort.abort()
+        a.sendall(b"still alive")
+        assert b.recv(64) == b"still alive"
+        # Without detach the same abort shuts the socket down.
+        abort2 = Abort()
+        abort2.attach(types.SimpleNamespace(sock=a))
+        abort2.abort()
+        assert b.recv(64) == b""
+        assert abort2.detach() is False
+    finally:
+        a.close()
+        b.close()
