@@ -87,9 +87,12 @@ class Agent:
             '''Current weather in a city.'''
             return f"18 C and sunny in {city}"
 
+        def show(chunk):
+            print(chunk.content_delta or "", end="", flush=True)
+
         agent = blazen.Agent(model, tools=[get_weather], system_prompt="Be brief.")
-        result = agent.run("Weather in Paris?", on_chunk=print_delta)
-        print(result.text, result.iterations, result.usage.total_tokens)
+        result = agent.run("Weather in Paris?", on_chunk=show)
+        print(result.iterations, result.usage.total_tokens, result.tool_results)
     """
 
     def __init__(
@@ -109,6 +112,9 @@ class Agent:
             raise TypeError(msg)
         if system_prompt is not None and not isinstance(system_prompt, str):
             msg = f"system_prompt must be a string or None, got {type(system_prompt).__name__}"
+            raise TypeError(msg)
+        if callable(tools) or isinstance(tools, (str, bytes)):
+            msg = "tools must be a list of tools or functions, e.g. tools=[get_weather]"
             raise TypeError(msg)
         wrapped = tuple(t if isinstance(t, Tool) else Tool.from_function(t) for t in tools)
         names = [t.name for t in wrapped]

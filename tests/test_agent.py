@@ -457,6 +457,8 @@ def test_plain_functions_are_accepted_and_bad_configuration_fails_early(model):
 
     agent = Agent(model, tools=[ping])
     assert [t.name for t in agent.tools] == ["ping"]
+    with pytest.raises(TypeError, match="tools must be a list"):
+        Agent(model, tools=ping)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="repeated: ping"):
         Agent(model, tools=[ping, ping])
     with pytest.raises(ValueError, match="max_iterations"):
