@@ -133,6 +133,7 @@ def schema_for(hint: Any, where: str, stack: tuple[type, ...] = ()) -> dict[str,
         if hint is py:
             return {"type": name}
     if origin in UNIONS:
+        # Optional[X] is "X or null": None must stay a value the model may send.
         arms = [schema_for(a, where, stack) for a in args if a is not _NONE]
         if len(arms) < len(args):
             arms.append({"type": "null"})
@@ -187,6 +188,7 @@ def convert(value: Any, hint: Any, where: str) -> Any:
             raise Invalid(f"{where}: expected a boolean, got {value!r}")
         return value
     if hint is int:
+        # JSON has one number type: a model may well write 3.0 for an int parameter.
         if isinstance(value, float) and value.is_integer():
             return int(value)
         if isinstance(value, bool) or not isinstance(value, int):

@@ -230,6 +230,8 @@ class Agent:
         wake: queue.SimpleQueue[None] = queue.SimpleQueue()
         run.wakers.append(functools.partial(wake.put, None))
         pending = [j for j in jobs if isinstance(j, Job)]
+        # Even a single call runs on a pool thread: the caller must stay free to stop
+        # waiting the moment the run is cancelled or its time is up.
         pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=max(1, min(self.tool_concurrency, len(pending))),
             thread_name_prefix="blazen-tool",
