@@ -27,6 +27,8 @@ from ._types import (
     ToolDefinition,
 )
 from ._version import __version__
+from ._workflow_events import Event, StepOutput, WorkflowResult
+from ._workflow_run import Context
 from .agent import Agent, AgentResult, ToolResult
 from .errors import (
     AgentError,
@@ -47,7 +49,9 @@ from .errors import (
     ToolError,
     UnsupportedError,
     ValidationError,
+    WorkflowError,
 )
+from .workflow import Workflow, workflow
 
 __all__ = [
     "Agent",
@@ -64,7 +68,9 @@ __all__ = [
     "CompletionResponse",
     "ConnectionError",
     "ContentPolicyError",
+    "Context",
     "ContextLengthError",
+    "Event",
     "ImagePart",
     "InternalError",
     "InvalidRequestError",
@@ -75,6 +81,7 @@ __all__ = [
     "ProviderError",
     "Providers",
     "RateLimitError",
+    "StepOutput",
     "StreamChunk",
     "Streaming",
     "TextPart",
@@ -87,11 +94,15 @@ __all__ = [
     "ToolResult",
     "UnsupportedError",
     "ValidationError",
+    "Workflow",
+    "WorkflowError",
+    "WorkflowResult",
     "__version__",
     "cancel_scope",
     "init",
     "shutdown",
     "tool",
+    "workflow",
 ]
 
 # A library never configures logging for its users; it only makes sure it is silent.

@@ -48,6 +48,7 @@ def scrub(err: BlazenError, secrets: tuple[str, ...]) -> BlazenError:
         if err.body:
             err.body = redact(err.body, secrets)
         err.partial = redact(err.partial, secrets)
+        err.partial_reasoning = redact(err.partial_reasoning, secrets)
     return err
 
 
@@ -90,8 +91,10 @@ class Delivery:
 
     def finish(self, err: BlazenError) -> BlazenError:
         """Fill in the partial text (once the worker is gone) and scrub secrets."""
+        # Only called once the worker has handed over its last event (after STOP or JOIN),
+        # so its state no longer changes.
         run = self.run
-        if not err.partial and not run.thread.is_alive():
+        if not err.partial:
             err.partial = run.state.text
             err.partial_reasoning = run.state.reasoning
         return scrub(err, self.model._secrets)

@@ -4,62 +4,33 @@ from __future__ import annotations
 
 import os
 from typing import Any, Optional
-from urllib.parse import urlsplit
 
+from ._factory import check_url, env_url, openai_format, pop_option, resolve_key
 from ._model import ChatModel, ModelOptions
-from .errors import AuthError
-from .providers.openai import OpenAIWire
+from ._presets import CompatPresets
+from .errors import ValidationError
+from .providers.anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
+from .providers.gemini import GeminiWire
+from .providers.ollama import OllamaWire
 
 __all__ = ["Providers"]
 
-
-def _resolve_key(provider: str, api_key: str, env_vars: tuple[str, ...], required: bool) -> str:
-    if not isinstance(api_key, str):
-        msg = f'api_key must be a string ("" reads {" or ".join(env_vars) or "nothing"})'
-        raise TypeError(msg)
-    if api_key:
-        return api_key
-    for var in env_vars:
-        value = os.environ.get(var, "").strip()
-        if value:
-            return value
-    if required:
-        raise AuthError(
-            f"no API key for {provider}: pass api_key= or set {' or '.join(env_vars)}",
-            provider=provider,
-        )
-    return ""
+AZURE_API_VERSION = "2024-10-21"
 
 
-def _check_url(provider: str, base_url: str) -> str:
-    if not isinstance(base_url, str):
-        msg = f"base_url for {provider} must be a string, got {type(base_url).__name__}"
-        raise TypeError(msg)
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        msg = f"base_url for {provider} must be an http:// or https:// URL, got {base_url!r}"
-        raise ValueError(msg)
-    return base_url.rstrip("/")
-
-
-def _pop_bool(options: dict[str, Any], name: str, default: bool) -> bool:
-    value = options.pop(name, default)
-    if not isinstance(value, bool):
-        msg = f"{name} must be True or False, got {value!r}"
-        raise TypeError(msg)
-    return value
-
-
-class Providers:
+class Providers(CompatPresets):
     """Factories for models: ``Providers.<name>(api_key="", model=None, base_url=None, **options)``.
 
     An empty ``api_key`` reads the provider's environment variable. Options are those of
     :class:`~blazen.ModelOptions` (``max_retries``, ``connect_timeout``, ``idle_timeout``,
-    ``timeout``, ``headers``, ``verify``, ``max_connections``...).
+    ``timeout``, ``headers``, ``verify``, ``max_connections``...), plus a few named in each
+    factory. Switching providers is changing this one line.
 
     Example::
 
         model = Providers.openai(model="gpt-4o-mini")      # key from OPENAI_API_KEY
+        model = Providers.anthropic()                      # key from ANTHROPIC_API_KEY
+        model = Providers.ollama(model="llama3.2")         # no key; localhost:11434
     """
 
     @staticmethod
@@ -73,11 +44,11 @@ class Providers:
 
         Extra option: ``stream_usage`` (True) asks for usage in the stream.
         """
-        return _openai_format(
+        return openai_format(
             "openai",
-            api_key=_resolve_key("openai", api_key, ("OPENAI_API_KEY",), required=True),
+            api_key=resolve_key("openai", api_key, ("OPENAI_API_KEY",), required=True),
             model=model or "gpt-4o-mini",
-            base_url=base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1",
+            base_url=env_url(base_url, "OPENAI_BASE_URL") or "https://api.openai.com/v1",
             options=options,
         )
 
@@ -99,28 +70,121 @@ class Providers:
             msg = "provider_name must be a non-empty string such as 'vllm'"
             raise ValueError(msg)
         env = provider_name.upper().replace("-", "_").replace(" ", "_") + "_API_KEY"
-        return _openai_format(
+        return openai_format(
             provider_name,
-            api_key=_resolve_key(provider_name, api_key, (env,), required=False),
+            api_key=resolve_key(provider_name, api_key, (env,), required=False),
             model=model or "default",
             base_url=base_url,
             options=options,
         )
 
+    @staticmethod
+    def azure(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Azure OpenAI (key: ``AZURE_OPENAI_API_KEY``).
 
-def _openai_format(
-    provider: str, *, api_key: str, model: str, base_url: str, options: dict[str, Any]
-) -> ChatModel:
-    options = dict(options)
-    stream_usage = _pop_bool(options, "stream_usage", True)
-    opts = ModelOptions.from_kwargs(provider, options)
-    url = _check_url(provider, base_url)
-    wire = OpenAIWire(
-        provider=provider,
-        base_url=url,
-        api_key=api_key,
-        model=model,
-        headers=opts.headers,
-        stream_usage=stream_usage,
-    )
-    return ChatModel(wire=wire, model=model, base_url=url, options=opts, secrets=(api_key,))
+        ``model`` is the *deployment* name; ``base_url`` the resource endpoint
+        (``https://<resource>.openai.azure.com``, else ``AZURE_OPENAI_ENDPOINT``). Extra
+        options: ``api_version`` (else ``OPENAI_API_VERSION``, else ``2024-10-21``) and
+        ``stream_usage``.
+        """
+        key = resolve_key("azure", api_key, ("AZURE_OPENAI_API_KEY",), required=True)
+        endpoint = env_url(base_url, "AZURE_OPENAI_ENDPOINT")
+        if endpoint is None:
+            msg = (
+                "no endpoint for azure: pass base_url='https://<resource>.openai.azure.com' "
+                "or set AZURE_OPENAI_ENDPOINT"
+            )
+            raise ValidationError(msg)
+        options = dict(options)
+        version = pop_option(
+            options,
+            "api_version",
+            os.environ.get("OPENAI_API_VERSION", "").strip() or AZURE_API_VERSION,
+            str,
+        )
+        deployment = model or "gpt-4o-mini"
+        base = check_url("azure", endpoint)
+        return openai_format(
+            "azure",
+            api_key=key,
+            model=deployment,
+            base_url=base,
+            options=options,
+            url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
+            auth_header="api-key",
+        )
+
+    @staticmethod
+    def anthropic(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Anthropic's Messages API (key: ``ANTHROPIC_API_KEY``).
+
+        Extra options: ``anthropic_version`` (``2023-06-01``) and ``default_max_tokens``
+        (4096), sent when the request has no ``max_tokens`` (the API requires one).
+        """
+        options = dict(options)
+        version = pop_option(options, "anthropic_version", DEFAULT_VERSION, str)
+        max_tokens = pop_option(options, "default_max_tokens", DEFAULT_MAX_TOKENS, int)
+        if max_tokens < 1:
+            msg = f"default_max_tokens must be at least 1, got {max_tokens}"
+            raise ValueError(msg)
+        key = resolve_key("anthropic", api_key, ("ANTHROPIC_API_KEY",), required=True)
+        opts = ModelOptions.from_kwargs("anthropic", options)
+        base = check_url(
+            "anthropic", env_url(base_url, "ANTHROPIC_BASE_URL") or "https://api.anthropic.com"
+        )
+        name = model or "claude-sonnet-4-5"
+        wire = AnthropicWire(
+            base_url=base,
+            api_key=key,
+            model=name,
+            headers=opts.headers,
+            version=version,
+            default_max_tokens=max_tokens,
+        )
+        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+
+    @staticmethod
+    def gemini(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Google's Gemini API (key: ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``).
+
+        The key travels in the ``x-goog-api-key`` header, never in the URL.
+        """
+        key = resolve_key("gemini", api_key, ("GEMINI_API_KEY", "GOOGLE_API_KEY"), required=True)
+        opts = ModelOptions.from_kwargs("gemini", options)
+        base = check_url("gemini", base_url or "https://generativelanguage.googleapis.com/v1beta")
+        name = model or "gemini-2.5-flash"
+        wire = GeminiWire(base_url=base, api_key=key, model=name, headers=opts.headers)
+        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+
+    @staticmethod
+    def ollama(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """A local Ollama server's native API (``http://localhost:11434``; no key needed).
+
+        A key, if given, is sent as a bearer token (for a proxy in front of Ollama).
+        """
+        key = resolve_key("ollama", api_key, (), required=False)
+        opts = ModelOptions.from_kwargs("ollama", options)
+        base = check_url("ollama", base_url or "http://localhost:11434")
+        name = model or "llama3.2"
+        wire = OllamaWire(base_url=base, api_key=key, model=name, headers=opts.headers)
+        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))

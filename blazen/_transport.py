@@ -15,11 +15,15 @@ This is the only module that imports ``requests``. Three things here are not wha
 from __future__ import annotations
 
 import contextlib
+import errno
 import http.client
 import logging
+import os
+import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -28,6 +32,7 @@ import requests.adapters
 import urllib3.exceptions
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util.connection import allowed_gai_family
 
 from ._version import __version__
 from .errors import (
@@ -106,10 +111,82 @@ def _shutdown(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
+def _connect(
+    address: tuple[str, int],
+    timeout: Optional[float],
+    source_address: Any,
+    socket_options: Any,
+    abort: Abort,
+) -> socket.socket:
+    """``socket.create_connection`` that a cancel interrupts within 50 ms.
+
+    A thread blocked in ``connect()`` cannot be woken from outside (neither close nor
+    shutdown interrupts it), so the connect is made non-blocking and polled.
+    """
+    host, port = address
+    err: Optional[OSError] = None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for family, kind, proto, _, addr in socket.getaddrinfo(
+        host.strip("[]"), port, allowed_gai_family(), socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, kind, proto)
+        try:
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            if source_address:
+                sock.bind(source_address)
+            sock.setblocking(False)
+            code = sock.connect_ex(addr)
+            poller = select.poll()
+            poller.register(sock, select.POLLOUT)
+            while code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                if abort.aborted:
+                    raise CancelledError("the stream was cancelled while connecting")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise socket.timeout("timed out")
+                if poller.poll(50 if left is None else max(1, min(50, int(left * 1000)))):
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            sock.settimeout(timeout)
+            return sock
+        except OSError as exc:
+            err = exc
+            sock.close()
+        except BaseException:
+            sock.close()
+            raise
+    raise err or OSError(f"no address found for {host}")
+
+
 class _AbortAware:
-    """Connection mixin: a connection made after an abort is shut down at once."""
+    """Connection mixin: connects that a cancel interrupts, and sockets an abort can reach."""
 
     sock: Any
+
+    def _new_conn(self) -> socket.socket:
+        abort: Optional[Abort] = getattr(_local, "abort", None)
+        me: Any = self
+        if abort is None or not hasattr(select, "poll"):
+            sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+            return sock
+        timeout = me.timeout if isinstance(me.timeout, (int, float)) else None
+        # The same exceptions urllib3's own _new_conn raises, so requests maps them alike.
+        try:
+            return _connect(
+                (me._dns_host, me.port), timeout, me.source_address, me.socket_options, abort
+            )
+        except socket.gaierror as exc:
+            raise urllib3.exceptions.NameResolutionError(me.host, me, exc) from exc
+        except socket.timeout as exc:
+            raise urllib3.exceptions.ConnectTimeoutError(
+                me, f"Connection to {me.host} timed out. (connect timeout={timeout})"
+            ) from exc
+        except OSError as exc:
+            raise urllib3.exceptions.NewConnectionError(
+                me, f"Failed to establish a new connection: {exc}"
+            ) from exc
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]

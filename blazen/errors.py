@@ -14,11 +14,13 @@ raised by ``Streaming.complete`` when there is no error handler)::
     ├── ValidationError              a value blazen was given cannot be used (also ValueError)
     ├── TimeoutError                 a time limit ran out (also the builtin TimeoutError)
     ├── ConnectionError              the connection failed or ended early (also the builtin)
-    ├── CancelledError               a CancelToken or Ctrl-C ended the stream
+    ├── CancelledError               a CancelToken or Ctrl-C ended a stream, agent or workflow run
     ├── UnsupportedError             the provider cannot do what the request asks
     ├── AgentError                   an agent run could not finish; .result holds it so far
     │   ├── MaxIterationsError       the model still called tools after max_iterations turns
     │   └── ToolError                a tool raised and the agent stops on tool errors
+    ├── WorkflowError                a workflow run failed: a step raised (``__cause__``), an
+    │                                event had no taker, or the run went quiet; .step, .event_type
     └── InternalError                a bug, or a callback that raised
         └── CallbackError            a callback raised; the original is ``__cause__``
 
@@ -58,6 +60,7 @@ __all__ = [
     "ToolError",
     "UnsupportedError",
     "ValidationError",
+    "WorkflowError",
     "error_from_provider",
     "parse_retry_after",
     "redact",
@@ -239,6 +242,30 @@ class ToolError(AgentError):
         self.tool_name = tool_name
 
 
+class WorkflowError(BlazenError):
+    """A workflow run failed; ``step`` and ``event_type`` say where, when known.
+
+    A step that raised is the ``__cause__``. Time limits and cancellation of a run are
+    reported as :class:`TimeoutError` and :class:`CancelledError` instead.
+    """
+
+    kind = "workflow"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        workflow: Optional[str] = None,
+        step: Optional[str] = None,
+        event_type: Optional[str] = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.workflow = workflow
+        self.step = step
+        self.event_type = event_type
+
+
 class InternalError(BlazenError):
     """Something inside blazen, or inside a callback, went wrong."""
 
@@ -304,6 +331,8 @@ _AUTH_TYPES = frozenset(
         "unauthenticated",
         "permission_denied",
         "invalid_authentication",
+        # Google answers a wrong key with 400 INVALID_ARGUMENT; the reason says what it is.
+        "api_key_invalid",
     }
 )
 _RATE_TYPES = frozenset(
@@ -317,6 +346,8 @@ _POLICY_TYPES = frozenset(
         "content_policy",
         "safety",
         "responsible_ai_policy_violation",
+        # Gemini's promptFeedback.blockReason: the prompt was refused before any answer.
+        "prompt_blocked",
     }
 )
 _INVALID_TYPES = frozenset(

@@ -11,7 +11,7 @@ import pytest
 
 import blazen
 from blazen import Llm
-from blazen.testing import Reply, StreamServer
+from blazen.testing import Recorder, Reply, StreamServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -28,7 +28,10 @@ def fixture_bytes(provider: str, name: str) -> bytes:
 def _no_provider_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     # Tests never reach a real provider, whatever the developer's shell holds.
     for var in list(os.environ):
-        if var.endswith(("_API_KEY", "_BASE_URL")) or var == "AZURE_OPENAI_ENDPOINT":
+        if var.endswith(("_API_KEY", "_BASE_URL")) or var in (
+            "AZURE_OPENAI_ENDPOINT",
+            "OPENAI_API_VERSION",
+        ):
             monkeypatch.delenv(var, raising=False)
 
 
@@ -90,3 +93,69 @@ class Form:
 def complete(request: pytest.FixtureRequest) -> Form:
     """Run the same contract test for the blocking, asyncio and background forms."""
     return Form(request.param)
+
+
+def ndjson_reply(name: str, provider: str = "ollama", **kw: object) -> Reply:
+    """An NDJSON stream replayed from ``tests/fixtures/<provider>/<name>``."""
+    return Reply(
+        headers={"Content-Type": "application/x-ndjson"},
+        body=[fixture_bytes(provider, name)],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def json_reply(
+    provider: str, name: str, status: int, headers: dict[str, str] | None = None
+) -> Reply:
+    """An HTTP error whose body is ``tests/fixtures/<provider>/<name>``, byte for byte."""
+    return Reply(
+        status=status,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        body=[fixture_bytes(provider, name)],
+        transfer="length",
+    )
+
+
+def stream(
+    server: StreamServer,
+    model: blazen.ChatModel,
+    req: blazen.CompletionRequest,
+    *replies: Reply,
+) -> tuple[Recorder, blazen.CompletionResponse | None]:
+    """Queue ``replies``, stream ``req`` with a Recorder, return it and the response."""
+    server.add(*replies)
+    rec = Recorder()
+    resp = blazen.Streaming.complete(model, req, rec.handler)
+    return rec, resp
+
+
+#: Every factory, and where its wire expects the test server's address.
+NATIVE = ("openai", "azure", "anthropic", "gemini", "ollama")
+PRESET_NAMES = (
+    "openrouter",
+    "groq",
+    "together",
+    "mistral",
+    "deepseek",
+    "fireworks",
+    "perplexity",
+    "xai",
+    "cohere",
+    "lm_studio",
+    "vllm",
+    "llamacpp",
+)
+
+
+def model_for(
+    name: str, server: StreamServer, api_key: str = "", **options: object
+) -> blazen.ChatModel:
+    """``Providers.<name>`` pointed at ``server``, with a key unless ``api_key`` is given."""
+    base = {
+        "anthropic": server.url,
+        "gemini": server.url + "/v1beta",
+        "ollama": server.url,
+        "azure": server.url,
+    }.get(name, server.base_url)
+    factory = getattr(blazen.Providers, name)
+    return factory(api_key=api_key or f"{name}-key-SECRET-0123456789", base_url=base, **options)  # type: ignore[no-any-return]

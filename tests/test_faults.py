@@ -128,10 +128,9 @@ def test_connect_refused_is_a_connection_error_after_retries(req, caplog, comple
     assert len(retries) == 2 and all(r.levelno == logging.INFO for r in retries)
 
 
-def test_connect_timeout_names_the_limit(req, complete):
-    """A connect that cannot complete ends in TimeoutError naming the connect limit."""
-    # A listener whose backlog is full leaves new handshakes unanswered (only loopback
-    # addresses may be used here, so a blackholed address is not an option).
+@pytest.fixture
+def unanswered_port():
+    """A port whose listener's backlog is full: new handshakes get no answer."""
     lst = socket.socket()
     lst.bind(("127.0.0.1", 0))
     lst.listen(0)
@@ -143,23 +142,41 @@ def test_connect_timeout_names_the_limit(req, complete):
         with contextlib.suppress(BlockingIOError):
             s.connect(("127.0.0.1", port))
         fillers.append(s)
-    try:
-        model = blazen.Providers.openai(
-            api_key=KEY_FOR_TESTS,
-            base_url=f"http://127.0.0.1:{port}/v1",
-            connect_timeout=0.3,
-            max_retries=0,
-            idle_timeout=0.5,
-        )
-        rec, _, took = stream(complete, model, req)
-    finally:
-        for s in fillers:
-            s.close()
-        lst.close()
+    yield port
+    for s in fillers:
+        s.close()
+    lst.close()
+
+
+def test_connect_timeout_names_the_limit(req, complete, unanswered_port):
+    """A connect that cannot complete ends in TimeoutError naming the connect limit."""
+    model = blazen.Providers.openai(
+        api_key=KEY_FOR_TESTS,
+        base_url=f"http://127.0.0.1:{unanswered_port}/v1",
+        connect_timeout=0.3,
+        max_retries=0,
+        idle_timeout=5,
+    )
+    rec, _, took = stream(complete, model, req)
     err = rec.error
     assert isinstance(err, blazen.TimeoutError) and isinstance(err, TimeoutError)
-    assert err.limit in ("connect", "idle")
+    assert err.limit == "connect" and "connect timeout of 0.3 s" in err.message
     assert took < 3
+
+
+def test_cancel_during_connect_returns_at_once(req, complete, unanswered_port):
+    """A cancel while the TCP handshake hangs ends the stream without waiting out connect_timeout."""
+    model = blazen.Providers.openai(
+        api_key=KEY_FOR_TESTS,
+        base_url=f"http://127.0.0.1:{unanswered_port}/v1",
+        connect_timeout=8,
+    )
+    token = blazen.CancelToken()
+    threading.Timer(0.2, token.cancel).start()
+    rec, _, took = stream(complete, model, req, cancel=token)
+    assert isinstance(rec.error, blazen.CancelledError)
+    assert took < 1.0
+    assert not [t for t in threading.enumerate() if t.name == "blazen-stream"]
 
 
 def test_accept_and_never_answer_ends_in_idle_timeout(server, req, complete):

@@ -3,16 +3,35 @@
 from __future__ import annotations
 
 import json
+import mimetypes
+import re
 from collections.abc import Mapping
 from typing import Any, Optional, Protocol
+from urllib.parse import urlsplit
 
 import attrs
 
-from .._types import CompletionRequest, CompletionResponse, StreamChunk
-from ..errors import ProviderError, error_from_provider, parse_retry_after
+from .._types import CompletionRequest, CompletionResponse, ImagePart, StreamChunk, ToolCall
+from ..errors import (
+    ProviderError,
+    UnsupportedError,
+    ValidationError,
+    error_from_provider,
+    parse_retry_after,
+)
 from ._state import StreamState
 
-__all__ = ["HttpRequest", "WireFormat", "error_from_body", "malformed", "parse_json"]
+__all__ = [
+    "HttpRequest",
+    "WireFormat",
+    "call_arguments",
+    "error_from_body",
+    "image_source",
+    "malformed",
+    "parse_json",
+    "system_text",
+    "tool_names",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -112,12 +131,20 @@ def error_from_body(
     code: Optional[str] = None
     if isinstance(err, dict):
         message = _first_str(err.get("message"), err.get("detail"), err.get("msg"))
-        error_type = _first_str(err.get("type"), err.get("status"))
+        # Google's "status" is a label (RESOURCE_EXHAUSTED); Azure's is the HTTP number.
+        status_label = err.get("status") if isinstance(err.get("status"), str) else None
+        error_type = _first_str(err.get("type"), status_label)
         code = _first_str(err.get("code"))
     elif isinstance(err, str):
         message = err
     if isinstance(payload, dict) and error_type is None:
         error_type = _first_str(payload.get("type")) if payload.get("type") != "error" else None
+    retry_after = parse_retry_after(headers) if headers else None
+    if isinstance(err, dict) and isinstance(err.get("details"), list):
+        reason, delay = _google_details(err["details"])
+        code = reason or code
+        if retry_after is None:
+            retry_after = delay
     if message is None:
         message = raw.strip()[:500] or "no error message"
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -134,6 +161,86 @@ def error_from_body(
         code=code,
         body=raw or json.dumps(payload),
         request_id=request_id,
-        retry_after=parse_retry_after(headers) if headers else None,
+        retry_after=retry_after,
         secrets=secrets,
     )
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def _google_details(details: list[Any]) -> tuple[Optional[str], Optional[float]]:
+    """The ErrorInfo reason and the RetryInfo delay of a google.rpc error, if present.
+
+    https://cloud.google.com/apis/design/errors#error_details: a 429 carries
+    ``{"@type": ".../google.rpc.RetryInfo", "retryDelay": "34s"}``, a wrong key
+    ``{"@type": ".../google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}``.
+    """
+    reason: Optional[str] = None
+    delay: Optional[float] = None
+    for item in details:
+        if not isinstance(item, dict):
+            continue
+        kind = str(item.get("@type", ""))
+        if kind.endswith("google.rpc.ErrorInfo") and isinstance(item.get("reason"), str):
+            reason = item["reason"]
+        elif kind.endswith("google.rpc.RetryInfo") and isinstance(item.get("retryDelay"), str):
+            match = _DURATION.match(item["retryDelay"])
+            if match:
+                delay = float(match.group(1))
+    return reason, delay
+
+
+# -- request helpers shared by the wire formats ------------------------------------------
+
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[^,;]*)*);base64,(.*)$", re.DOTALL)
+
+
+def image_source(provider: str, image: ImagePart) -> tuple[str, str, str]:
+    """``("url", media_type, url)`` or ``("base64", media_type, data)`` for an image.
+
+    A ``data:`` URL is opened up into its media type and base64 payload, since several
+    providers take base64 but not data URLs.
+    """
+    if image.data is not None:
+        return "base64", image.media_type, image.data
+    url = image.url or ""
+    if url.startswith("data:"):
+        match = _DATA_URL.match(url)
+        if match is None:
+            msg = f"{provider}: an image data: URL must be base64-encoded (data:<type>;base64,...)"
+            raise UnsupportedError(msg, provider=provider)
+        return "base64", match.group(1) or image.media_type, match.group(3)
+    # An image given as a bare URL string carries the default media type; the URL's own
+    # extension is the better guess for providers that want one (Gemini's fileData).
+    guessed, _ = mimetypes.guess_type(urlsplit(url).path)
+    if guessed and guessed.startswith("image/"):
+        return "url", guessed, url
+    return "url", image.media_type, url
+
+
+def system_text(req: CompletionRequest) -> Optional[str]:
+    """The request's system prompt and any system messages, joined (for top-level fields)."""
+    parts = [req.system] if req.system else []
+    parts += [m.content for m in req.messages if m.role == "system" and m.content]
+    return "\n\n".join(parts) or None
+
+
+def tool_names(req: CompletionRequest) -> dict[str, str]:
+    """Tool-call id to function name, from the assistant turns of a conversation.
+
+    Gemini and Ollama answer a tool result by function name, not by call id.
+    """
+    return {c.id: c.name for m in req.messages for c in m.tool_calls}
+
+
+def call_arguments(provider: str, call: ToolCall) -> dict[str, Any]:
+    """An earlier tool call's arguments as an object, for providers that want JSON, not text."""
+    try:
+        return call.arguments()
+    except ValueError as exc:
+        msg = (
+            f"{provider} needs tool-call arguments as a JSON object, but call {call.id!r} "
+            f"({call.name}) has {call.arguments_json[:200]!r}"
+        )
+        raise ValidationError(msg) from exc

@@ -9,7 +9,7 @@ once and never concatenated, only ``arguments`` fragments are appended.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from .._types import CompletionResponse, StreamChunk, TokenUsage, ToolCall, _Fragments
 
@@ -77,6 +77,7 @@ class StreamState:
         "finished",
         "model",
         "raw_finish_reason",
+        "scratch",
         "usage",
     )
 
@@ -93,6 +94,8 @@ class StreamState:
         self.raw_finish_reason: Optional[str] = None
         self.usage: Optional[TokenUsage] = None
         self.model: Optional[str] = None
+        #: Per-stream notes a wire format keeps between payloads (Anthropic's block types).
+        self.scratch: dict[str, Any] = {}
 
     # -- folding -----------------------------------------------------------------------
 

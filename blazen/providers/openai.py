@@ -7,6 +7,7 @@ Quirks handled here (each seen from real servers):
 - tool-call deltas are keyed by ``index``, but some servers omit it, and llama.cpp repeats
   ``id`` and ``name`` on every delta (``id``/``name`` are therefore set once, never joined);
 - reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (OpenRouter);
+- Groq puts the usage under ``x_groq.usage``;
 - an error can arrive inside a 200 stream as ``{"error": {...}}``, and OpenRouter reports a
   mid-stream failure as ``finish_reason: "error"``.
 """
@@ -164,7 +165,8 @@ class OpenAIWire:
         model = obj.get("model")
         if model:
             state.model = model
-        usage = obj.get("usage")
+        # Groq reports usage under x_groq on the last chunk.
+        usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
         if usage:
             state.usage = _usage(usage)
         choices = obj.get("choices")

@@ -1,0 +1,344 @@
+"""The ``blazen`` command: ``blazen chat "prompt"`` streams a completion to the terminal.
+
+Which model answers:
+
+1. ``--provider NAME`` picks ``Providers.NAME`` (any factory on :class:`blazen.Providers`,
+   so new providers work here at once), with ``--model`` and ``--base-url`` passed on;
+   ``--provider local`` (or ``--gguf FILE``) runs a model on this machine.
+2. ``--base-url URL`` alone means an OpenAI-compatible server at that URL (key, if it needs
+   one, from ``OPENAI_COMPAT_API_KEY``).
+3. Otherwise the first provider whose key is in the environment (``OPENAI_API_KEY``...).
+4. Otherwise the local model (``blazen.local``); a line on stderr says so.
+
+With ``--json``, stdout carries one JSON object per line: ``chunk`` events, then exactly one
+``done`` or ``error``. Exit status: 0 after done, 1 after an error, 2 for bad arguments,
+130 after Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, Callable, Optional, TextIO
+
+from ._llm import Llm
+from ._model import ChatModel
+from ._providers import Providers
+from ._streaming import Streaming
+from ._types import StreamChunk, TokenUsage
+from ._version import __version__
+from .errors import BlazenError
+
+__all__ = ["main"]
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+# Provider chosen when its key is set and no --provider is given, in this order. Only the
+# names that exist on Providers count, so presets added later join in without edits here.
+_KEY_ENV = (
+    ("OPENAI_API_KEY", "openai"),
+    ("ANTHROPIC_API_KEY", "anthropic"),
+    ("GEMINI_API_KEY", "gemini"),
+    ("GOOGLE_API_KEY", "gemini"),
+    ("OPENROUTER_API_KEY", "openrouter"),
+    ("GROQ_API_KEY", "groq"),
+    ("MISTRAL_API_KEY", "mistral"),
+    ("DEEPSEEK_API_KEY", "deepseek"),
+    ("TOGETHER_API_KEY", "together"),
+    ("FIREWORKS_API_KEY", "fireworks"),
+    ("XAI_API_KEY", "xai"),
+    ("PERPLEXITY_API_KEY", "perplexity"),
+    ("COHERE_API_KEY", "cohere"),
+)
+
+# Defaults for the bundled model when none are given. Gemma 3 270M is a base model, not an
+# instruction-tuned one: it rambles on until stopped, and at llama-cpp-python's own
+# temperature (0.2) it mostly repeats itself.
+LOCAL_MAX_TOKENS = 128
+LOCAL_TEMPERATURE = 0.7
+
+
+class _UsageError(Exception):
+    """A choice on the command line that cannot work (exit status 2)."""
+
+
+def _provider_names() -> list[str]:
+    return sorted(
+        name
+        for name in vars(Providers)
+        if not name.startswith("_") and callable(getattr(Providers, name))
+    )
+
+
+def _factory(name: str) -> Callable[..., ChatModel]:
+    attr = name.replace("-", "_")
+    fn = None if attr.startswith("_") else getattr(Providers, attr, None)
+    if not callable(fn):
+        names = ", ".join(["local", *_provider_names()])
+        msg = f"unknown provider {name!r}; choose one of: {names}"
+        raise _UsageError(msg)
+    return fn  # type: ignore[no-any-return]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="blazen", description="Stream LLM chat completions from the command line."
+    )
+    parser.add_argument("--version", action="version", version=f"blazen {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    chat = sub.add_parser(
+        "chat",
+        help="stream one completion to stdout",
+        description=(
+            "Stream one completion to stdout. With no --provider and no API key in the "
+            "environment, a model on this machine answers (pip install 'blazen[local]')."
+        ),
+    )
+    chat.add_argument("prompt", nargs="?", default="-", help="the user message ('-': stdin)")
+    chat.add_argument(
+        "--provider",
+        help="a Providers factory (openai, openai_compat, ...) or 'local' for this machine",
+    )
+    chat.add_argument("--model", help="the model id (default: the provider's default)")
+    chat.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    chat.add_argument("--system", help="a system prompt")
+    chat.add_argument("--max-tokens", type=int, help=f"local default: {LOCAL_MAX_TOKENS}")
+    chat.add_argument("--temperature", type=float, help=f"local default: {LOCAL_TEMPERATURE}")
+    chat.add_argument("--timeout", type=float, help="total seconds for the whole stream")
+    chat.add_argument(
+        "--json", action="store_true", help="print one JSON event per line (chunk/done/error)"
+    )
+    chat.add_argument("--gguf", help="local: a GGUF model file (default: bundled Gemma 3 270M)")
+    chat.add_argument("--chat-format", help="local: llama-cpp-python's chat format")
+    return parser
+
+
+class _Output:
+    """Writes what the stream delivers: text for people, or one JSON event per line."""
+
+    def __init__(self, as_json: bool, out: TextIO, err: TextIO) -> None:
+        self.as_json = as_json
+        self.out = out
+        self.err = err
+        self.line_open = False
+        #: Whether a done or error was reported.
+        self.ended = False
+        #: Set when stdout's reader went away (``blazen chat ... | head``).
+        self.broken_pipe = False
+
+    def _event(self, payload: dict[str, Any]) -> None:
+        self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def note(self, text: str) -> None:
+        self.err.write(f"blazen: {text}\n")
+        self.err.flush()
+
+    def chunk(self, chunk: StreamChunk) -> None:
+        if self.as_json:
+            self._event(
+                {
+                    "event": "chunk",
+                    "content": chunk.content_delta,
+                    "reasoning": chunk.reasoning_delta,
+                    "tool_calls": [
+                        {"id": t.id, "name": t.name, "arguments": t.arguments_json}
+                        for t in chunk.tool_calls
+                    ],
+                    "is_final": chunk.is_final,
+                }
+            )
+        elif chunk.content_delta:
+            self.out.write(chunk.content_delta)
+            self.out.flush()
+            self.line_open = not chunk.content_delta.endswith("\n")
+
+    def done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
+        self.ended = True
+        if self.as_json:
+            self._event(
+                {
+                    "event": "done",
+                    "finish_reason": finish_reason,
+                    "usage": None
+                    if usage is None
+                    else {
+                        "prompt_tokens": usage.prompt_tokens,
+                        "completion_tokens": usage.completion_tokens,
+                        "total_tokens": usage.total_tokens,
+                    },
+                }
+            )
+        else:
+            self._end_line()
+
+    def error(self, err: BlazenError) -> None:
+        if isinstance(err.__cause__, BrokenPipeError):
+            self.broken_pipe = True
+            self.ended = True
+            return
+        self.failure(err.kind, type(err).__name__, err.message, err.provider, err.status)
+
+    def failure(
+        self,
+        kind: str,
+        type_name: str,
+        message: str,
+        provider: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        """Report how it failed: an ``error`` event, and a line on stderr."""
+        self.ended = True
+        if self.as_json:
+            self._event(
+                {
+                    "event": "error",
+                    "kind": kind,
+                    "type": type_name,
+                    "message": message,
+                    "provider": provider,
+                    "status": status,
+                }
+            )
+        self._end_line()
+        self.note("interrupted" if kind == "cancelled" else f"error: {message}")
+
+    def _end_line(self) -> None:
+        if self.line_open:
+            self.out.write("\n")
+            self.out.flush()
+            self.line_open = False
+
+
+def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
+    """The model to stream from, and the local server to stop afterwards (or None)."""
+    provider = args.provider
+    local = provider == "local" or (provider is None and args.gguf is not None)
+    if provider is None and not local and args.base_url is None:
+        for var, name in _KEY_ENV:
+            if os.environ.get(var, "").strip() and callable(getattr(Providers, name, None)):
+                provider = name
+                output.note(f"{var} is set: using {name}")
+                break
+        else:
+            local = True
+            output.note(
+                "no --provider and no API key in the environment: using the local model "
+                "(llama-cpp-python on this machine)"
+            )
+    if local:
+        return _start_local(args, output)
+    if args.gguf is not None or args.chat_format is not None:
+        msg = "--gguf and --chat-format apply only to --provider local"
+        raise _UsageError(msg)
+    if provider is None or provider.replace("-", "_") == "openai_compat":
+        if args.base_url is None:
+            msg = "--provider openai_compat needs --base-url"
+            raise _UsageError(msg)
+        return Providers.openai_compat("openai-compat", args.base_url, model=args.model), None
+    factory = _factory(provider)
+    kwargs = {"model": args.model, "base_url": args.base_url}
+    return factory(**{k: v for k, v in kwargs.items() if v is not None}), None
+
+
+def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
+    # Imported here: the subprocess machinery is not needed for remote providers.
+    from . import local
+
+    if args.base_url is not None:
+        msg = "--base-url does not apply to the local model (it picks its own port)"
+        raise _UsageError(msg)
+    server = local.LocalServer(args.gguf, chat_format=args.chat_format)
+    try:
+        server.start()
+    except ImportError as exc:
+        if args.provider is None and args.gguf is None:
+            msg = f"{exc}; or set an API key (OPENAI_API_KEY...) or pass --provider"
+            raise ImportError(msg) from exc
+        raise
+    output.note(
+        f"local model {server.alias} ready at {server.base_url} "
+        f"(pid {server.pid}) in {server.startup_seconds:.1f} s"
+    )
+    if args.max_tokens is None:
+        args.max_tokens = LOCAL_MAX_TOKENS
+    if args.temperature is None:
+        args.temperature = LOCAL_TEMPERATURE
+    if args.system is not None and args.gguf is None and args.chat_format in (None, "gemma"):
+        output.note("Gemma's chat format has no system role: the server ignores --system")
+    return server.model, server
+
+
+def _prompt(args: argparse.Namespace) -> str:
+    if args.prompt != "-":
+        return str(args.prompt)
+    if sys.stdin is None or sys.stdin.isatty():
+        msg = 'give a prompt: blazen chat "Say hi" (or pipe one in)'
+        raise _UsageError(msg)
+    return sys.stdin.read()
+
+
+def _chat(args: argparse.Namespace, output: _Output) -> int:
+    server = None
+    try:
+        prompt = _prompt(args)
+        model, server = _build_model(args, output)
+        req = Llm.completion_request(
+            [Llm.user(prompt)],
+            system=args.system,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+        )
+        resp = Streaming.complete(
+            model,
+            req,
+            on_chunk=output.chunk,
+            on_done=output.done,
+            on_error=output.error,
+            timeout=args.timeout,
+        )
+        if output.broken_pipe:
+            # Nobody reads stdout any more; keep Python's final flush from complaining.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            return EXIT_ERROR
+        return EXIT_OK if resp is not None else EXIT_ERROR
+    except KeyboardInterrupt:
+        # Streaming.complete has reported a cancelled stream through on_error already; a
+        # Ctrl-C before the stream started (say, while the local model loads) is told here.
+        if not output.ended:
+            output.failure("cancelled", "CancelledError", "interrupted by Ctrl-C")
+        return EXIT_INTERRUPTED
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``blazen`` command with ``argv`` (default: ``sys.argv[1:]``); return its status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    output = _Output(args.json, sys.stdout, sys.stderr)
+    try:
+        return _chat(args, output)
+    except _UsageError as exc:
+        parser.print_usage(sys.stderr)
+        output.note(f"error: {exc}")
+        return EXIT_USAGE
+    except (ValueError, TypeError) as exc:
+        # A value blazen refused before anything started (a bad --base-url, --max-tokens 0).
+        parser.print_usage(sys.stderr)
+        output.note(f"error: {exc}")
+        return EXIT_USAGE
+    except BlazenError as exc:
+        # Failures before the stream starts (no key, the local server did not start): one
+        # error event for scripts, one message for people, as a failed stream gives.
+        output.error(exc)
+        return EXIT_ERROR
+    except (ImportError, OSError) as exc:
+        output.failure("unavailable", type(exc).__name__, str(exc))
+        return EXIT_ERROR

@@ -1,0 +1,318 @@
+"""Anthropic's Messages API (``POST /v1/messages``). No I/O.
+
+The stream is a sequence of named SSE events
+(https://docs.anthropic.com/en/docs/build-with-claude/streaming):
+``message_start`` (model, input usage), then per content block ``content_block_start`` /
+``content_block_delta`` / ``content_block_stop``, then ``message_delta`` (stop reason and
+*cumulative* usage) and ``message_stop``, the end signal. ``ping`` may come at any time,
+and new event types may be added, so unknown events are ignored. An ``error`` event
+carries the same body as an HTTP error and is classified the same way.
+
+Quirks handled here:
+
+- a ``tool_use`` block streams its input as ``input_json_delta`` fragments; a tool without
+  arguments sends none (or one empty fragment), and its arguments are then ``{}``;
+- ``thinking`` blocks stream ``thinking_delta`` (reasoning text) and one ``signature_delta``
+  (an opaque token, not text: never shown as reasoning);
+- ``server_tool_use`` blocks (web search...) run on Anthropic's side: not the caller's
+  tool calls, so they are not reported as such.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from .._types import ChatMessage, CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
+from ..errors import ProviderError, UnsupportedError
+from ._base import (
+    HttpRequest,
+    call_arguments,
+    error_from_body,
+    image_source,
+    malformed,
+    parse_json,
+    system_text,
+)
+from ._state import StreamState
+
+__all__ = ["AnthropicWire"]
+
+DEFAULT_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+# https://docs.anthropic.com/en/docs/build-with-claude/vision: the formats Claude reads.
+_IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+_TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+
+
+def _usage(u: Mapping[str, Any]) -> TokenUsage:
+    # Anthropic's input_tokens leaves out cached tokens; blazen's prompt_tokens counts every
+    # input token (as OpenAI's does), with the cache reads also in cached_input_tokens.
+    fresh = u.get("input_tokens") or 0
+    written = u.get("cache_creation_input_tokens") or 0
+    read = u.get("cache_read_input_tokens") or 0
+    out = u.get("output_tokens") or 0
+    prompt = fresh + written + read
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=out,
+        total_tokens=prompt + out,
+        cached_input_tokens=read,
+    )
+
+
+class AnthropicWire:
+    """The Messages API wire format at ``{base_url}/v1/messages``."""
+
+    framing = "sse"
+    stream_content_types: tuple[str, ...] = ("text/event-stream",)
+
+    def __init__(
+        self,
+        *,
+        provider: str = "anthropic",
+        base_url: str,
+        api_key: str,
+        model: str,
+        headers: Mapping[str, str],
+        version: str = DEFAULT_VERSION,
+        default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self._url = base_url.rstrip("/") + "/v1/messages"
+        self._default_max_tokens = default_max_tokens
+        self._headers: dict[str, str] = {
+            "Content-Type": "application/json",
+            "anthropic-version": version,
+        }
+        if api_key:
+            self._headers["x-api-key"] = api_key
+        self._headers.update(headers)
+
+    # -- request -----------------------------------------------------------------------
+
+    def _image(self, image: Any) -> dict[str, Any]:
+        kind, media_type, value = image_source(self.provider, image)
+        if kind == "url":
+            return {"type": "image", "source": {"type": "url", "url": value}}
+        if media_type not in _IMAGE_TYPES:
+            raise UnsupportedError(
+                f"{self.provider} accepts images of type {', '.join(sorted(_IMAGE_TYPES))}, "
+                f"not {media_type!r}",
+                provider=self.provider,
+            )
+        return {
+            "type": "image",
+            "source": {"type": "base64", "media_type": media_type, "data": value},
+        }
+
+    def _blocks(self, m: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
+        """The role and content blocks of one message."""
+        if m.role == "tool":
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": m.tool_call_id,
+                "content": m.content or "",
+            }
+            return "user", [block]
+        blocks: list[dict[str, Any]] = []
+        if m.content:
+            blocks.append({"type": "text", "text": m.content})
+        blocks.extend(self._image(img) for img in m.images)
+        blocks.extend(
+            {
+                "type": "tool_use",
+                "id": c.id,
+                "name": c.name,
+                "input": call_arguments(self.provider, c),
+            }
+            for c in m.tool_calls
+        )
+        if not blocks:
+            blocks.append({"type": "text", "text": m.content or ""})
+        return m.role, blocks
+
+    def messages(self, req: CompletionRequest) -> list[dict[str, Any]]:
+        """The ``messages`` array: system messages lifted out, same-role turns merged."""
+        out: list[dict[str, Any]] = []
+        for m in req.messages:
+            if m.role == "system":
+                continue
+            role, blocks = self._blocks(m)
+            # Parallel tool results must arrive in one user turn, right after the calls.
+            if out and out[-1]["role"] == role:
+                out[-1]["content"].extend(blocks)
+            else:
+                out.append({"role": role, "content": blocks})
+        for msg in out:
+            content = msg["content"]
+            if len(content) == 1 and content[0]["type"] == "text":
+                msg["content"] = content[0]["text"]
+        return out
+
+    def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body for ``req``."""
+        if req.response_format is not None:
+            raise UnsupportedError(
+                f"{self.provider} has no response_format; ask for JSON in the prompt instead",
+                provider=self.provider,
+            )
+        body: dict[str, Any] = {
+            "model": req.model or self.model,
+            # Required by the Messages API, unlike OpenAI's optional max_tokens.
+            "max_tokens": req.max_tokens or self._default_max_tokens,
+            "messages": self.messages(req),
+        }
+        system = system_text(req)
+        if system:
+            body["system"] = system
+        if req.temperature is not None:
+            body["temperature"] = req.temperature
+        if req.top_p is not None:
+            body["top_p"] = req.top_p
+        if req.stop:
+            body["stop_sequences"] = list(req.stop)
+        if req.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters}
+                for t in req.tools
+            ]
+        if req.tool_choice is not None:
+            body["tool_choice"] = _TOOL_CHOICE.get(
+                req.tool_choice, {"type": "tool", "name": req.tool_choice}
+            )
+        if stream:
+            body["stream"] = True
+        return body
+
+    def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
+        """The HTTP request for ``req``."""
+        headers = dict(self._headers)
+        if stream:
+            headers["Accept"] = "text/event-stream"
+        return HttpRequest(
+            method="POST",
+            url=self._url,
+            headers=headers,
+            body=json.dumps(self.body(req, stream=stream)).encode(),
+        )
+
+    # -- stream ------------------------------------------------------------------------
+
+    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one SSE event into ``state``."""
+        obj = parse_json(self.provider, data)
+        kind = obj.get("type") or event
+        if kind == "content_block_delta":
+            return self._delta(state, obj, data)
+        if kind == "content_block_start":
+            return self._block_start(state, obj)
+        if kind == "content_block_stop":
+            return self._block_stop(state, obj)
+        if kind == "message_start":
+            message = obj.get("message") or {}
+            state.model = message.get("model") or state.model
+            usage = dict(message.get("usage") or {})
+            state.scratch["usage"] = usage
+            state.usage = _usage(usage)
+            return None
+        if kind == "message_delta":
+            stop = (obj.get("delta") or {}).get("stop_reason")
+            if stop:
+                state.raw_finish_reason = stop
+            # Counts here are cumulative totals: they replace, never add; a field left out
+            # keeps its message_start value.
+            usage = state.scratch.setdefault("usage", {})
+            usage.update({k: v for k, v in (obj.get("usage") or {}).items() if v is not None})
+            state.usage = _usage(usage)
+            return None
+        if kind == "message_stop":
+            state.finished = True
+            return None
+        if kind == "error":
+            raise error_from_body(self.provider, None, obj, raw=data)
+        return None  # ping, and event types added after this was written
+
+    def _block_start(self, state: StreamState, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        index = obj["index"]
+        block = obj.get("content_block") or {}
+        btype = block.get("type")
+        state.scratch.setdefault("blocks", {})[index] = btype
+        if btype == "tool_use":
+            state.tool_delta(index, block.get("id"), block.get("name"), None)
+            given = block.get("input")
+            if given:
+                state.tool_delta(index, None, None, json.dumps(given))
+                state.scratch.setdefault("has_args", set()).add(index)
+            return state.emit(None, None)
+        if btype == "text":
+            return state.emit(block.get("text"), None)
+        if btype == "thinking":
+            return state.emit(None, block.get("thinking"))
+        return None
+
+    def _delta(
+        self, state: StreamState, obj: Mapping[str, Any], data: str
+    ) -> Optional[StreamChunk]:
+        delta = obj.get("delta") or {}
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            text = delta.get("text")
+            if text is not None and not isinstance(text, str):
+                raise malformed(self.provider, "text_delta.text is not a string", data)
+            return state.emit(text, None)
+        if dtype == "thinking_delta":
+            return state.emit(None, delta.get("thinking"))
+        if dtype == "input_json_delta":
+            index = obj["index"]
+            if state.scratch.get("blocks", {}).get(index) != "tool_use":
+                return None  # a server tool's input: not the caller's to run
+            fragment = delta.get("partial_json")
+            if not fragment:
+                return None
+            state.tool_delta(index, None, None, fragment)
+            state.scratch.setdefault("has_args", set()).add(index)
+            return state.emit(None, None)
+        return None  # signature_delta, citations_delta, and later additions
+
+    def _block_stop(self, state: StreamState, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        index = obj.get("index")
+        if state.scratch.get("blocks", {}).get(index) != "tool_use":
+            return None
+        if index in state.scratch.get("has_args", ()):
+            return None
+        # A tool called without arguments streams no fragment: its input is {}.
+        state.tool_delta(index, None, None, "{}")
+        return state.emit(None, None)
+
+    # -- whole responses and errors ----------------------------------------------------
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request."""
+        obj = parse_json(self.provider, body)
+        if obj.get("type") == "error" or obj.get("error") is not None:
+            raise error_from_body(self.provider, None, obj, raw=body)
+        state = StreamState()
+        state.finished = True
+        state.model = obj.get("model")
+        state.usage = _usage(obj.get("usage") or {})
+        state.raw_finish_reason = obj.get("stop_reason")
+        for i, block in enumerate(obj.get("content") or ()):
+            btype = block.get("type")
+            if btype == "text":
+                state.emit(block.get("text"), None)
+            elif btype == "thinking":
+                state.emit(None, block.get("thinking"))
+            elif btype == "tool_use":
+                state.tool_delta(i, block.get("id"), block.get("name"), json.dumps(block["input"]))
+        return state.response()
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The error for a non-success HTTP response."""
+        try:
+            payload: Any = json.loads(body)
+        except ValueError:
+            payload = None
+        return error_from_body(self.provider, status, payload, headers=headers, raw=body)

@@ -1,0 +1,267 @@
+"""Google's Gemini API: ``models/{model}:streamGenerateContent?alt=sse``. No I/O.
+
+Each SSE payload is a whole ``GenerateContentResponse``
+(https://ai.google.dev/api/generate-content#v1beta.GenerateContentResponse) holding the
+*new* parts of the first candidate. Quirks handled here:
+
+- there is no end sentinel: the stream ends at EOF after a candidate carries
+  ``finishReason``, so that is the end signal (an EOF before it is a truncation);
+- function calls arrive whole, one ``functionCall`` part each, with no id: blazen gives
+  each one an id, and answers tool results by function name;
+- ``thought: true`` parts are reasoning; a refused prompt has no candidates but
+  ``promptFeedback.blockReason``, which is a :class:`~blazen.ContentPolicyError`;
+- errors use google.rpc's shape (``{"error": {"code", "status", "details"}}``), sometimes
+  wrapped in a list; ``RetryInfo.retryDelay`` in a 429 is honoured like ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any, Optional
+from urllib.parse import quote
+
+from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
+from ..errors import ProviderError, ValidationError, error_from_provider
+from ._base import (
+    HttpRequest,
+    call_arguments,
+    error_from_body,
+    image_source,
+    malformed,
+    parse_json,
+    system_text,
+    tool_names,
+)
+from ._state import StreamState
+
+__all__ = ["GeminiWire"]
+
+_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+
+
+def _usage(u: Mapping[str, Any]) -> TokenUsage:
+    prompt = u.get("promptTokenCount") or 0
+    thoughts = u.get("thoughtsTokenCount") or 0
+    # candidatesTokenCount leaves the thinking out; OpenAI's completion_tokens counts it.
+    completion = (u.get("candidatesTokenCount") or 0) + thoughts
+    return TokenUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=u.get("totalTokenCount") or prompt + completion,
+        cached_input_tokens=u.get("cachedContentTokenCount") or 0,
+        reasoning_tokens=thoughts,
+    )
+
+
+def _result_object(content: Optional[str]) -> dict[str, Any]:
+    # functionResponse.response must be a JSON object (a protobuf Struct).
+    try:
+        value = json.loads(content or "")
+    except ValueError:
+        value = content or ""
+    return value if isinstance(value, dict) else {"result": value}
+
+
+class GeminiWire:
+    """The Gemini API wire format under ``{base_url}/models/``."""
+
+    framing = "sse"
+    stream_content_types: tuple[str, ...] = ("text/event-stream",)
+
+    def __init__(
+        self,
+        *,
+        provider: str = "gemini",
+        base_url: str,
+        api_key: str,
+        model: str,
+        headers: Mapping[str, str],
+    ) -> None:
+        self.provider = provider
+        self.model = model
+        self._base = base_url.rstrip("/")
+        self._headers: dict[str, str] = {"Content-Type": "application/json"}
+        if api_key:
+            # A header, never ?key=: URLs end up in logs, proxies and error messages.
+            self._headers["x-goog-api-key"] = api_key
+        self._headers.update(headers)
+
+    # -- request -----------------------------------------------------------------------
+
+    def url(self, model: str, *, stream: bool) -> str:
+        """The endpoint for ``model``."""
+        name = quote(model.removeprefix("models/"))
+        if stream:
+            return f"{self._base}/models/{name}:streamGenerateContent?alt=sse"
+        return f"{self._base}/models/{name}:generateContent"
+
+    def _image(self, image: Any) -> dict[str, Any]:
+        kind, media_type, value = image_source(self.provider, image)
+        if kind == "url":
+            return {"fileData": {"mimeType": media_type, "fileUri": value}}
+        return {"inlineData": {"mimeType": media_type, "data": value}}
+
+    def contents(self, req: CompletionRequest) -> list[dict[str, Any]]:
+        """The ``contents`` array: roles ``user`` and ``model``, same-role turns merged."""
+        names = tool_names(req)
+        out: list[dict[str, Any]] = []
+        for m in req.messages:
+            if m.role == "system":
+                continue
+            parts: list[dict[str, Any]] = []
+            role = "model" if m.role == "assistant" else "user"
+            if m.role == "tool":
+                name = names.get(m.tool_call_id or "")
+                if name is None:
+                    msg = (
+                        f"{self.provider}: the tool result for call {m.tool_call_id!r} has no "
+                        "matching assistant tool call earlier in the conversation (Gemini "
+                        "answers calls by function name)"
+                    )
+                    raise ValidationError(msg)
+                response = {"name": name, "response": _result_object(m.content)}
+                parts.append({"functionResponse": response})
+            else:
+                if m.content:
+                    parts.append({"text": m.content})
+                parts.extend(self._image(img) for img in m.images)
+                parts.extend(
+                    {"functionCall": {"name": c.name, "args": call_arguments(self.provider, c)}}
+                    for c in m.tool_calls
+                )
+                if not parts:
+                    parts.append({"text": ""})
+            # All responses to one turn's calls must come back together, in one turn.
+            if out and out[-1]["role"] == role:
+                out[-1]["parts"].extend(parts)
+            else:
+                out.append({"role": role, "parts": parts})
+        return out
+
+    def body(self, req: CompletionRequest) -> dict[str, Any]:
+        """The JSON body for ``req``."""
+        body: dict[str, Any] = {"contents": self.contents(req)}
+        system = system_text(req)
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        if req.tools:
+            # parametersJsonSchema takes the full JSON Schema other providers take;
+            # the older "parameters" rejects common keys such as additionalProperties.
+            body["tools"] = [
+                {
+                    "functionDeclarations": [
+                        {
+                            "name": t.name,
+                            "description": t.description,
+                            "parametersJsonSchema": t.parameters,
+                        }
+                        for t in req.tools
+                    ]
+                }
+            ]
+        if req.tool_choice is not None:
+            mode = _MODES.get(req.tool_choice)
+            config: dict[str, Any] = {"mode": mode or "ANY"}
+            if mode is None:
+                config["allowedFunctionNames"] = [req.tool_choice]
+            body["toolConfig"] = {"functionCallingConfig": config}
+        gen: dict[str, Any] = {}
+        if req.max_tokens is not None:
+            gen["maxOutputTokens"] = req.max_tokens
+        if req.temperature is not None:
+            gen["temperature"] = req.temperature
+        if req.top_p is not None:
+            gen["topP"] = req.top_p
+        if req.stop:
+            gen["stopSequences"] = list(req.stop)
+        fmt = req.response_format
+        if fmt is not None and fmt.get("type") in ("json_object", "json_schema"):
+            gen["responseMimeType"] = "application/json"
+            schema = (fmt.get("json_schema") or {}).get("schema")
+            if schema is not None:
+                gen["responseJsonSchema"] = schema
+        if gen:
+            body["generationConfig"] = gen
+        return body
+
+    def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
+        """The HTTP request for ``req``."""
+        headers = dict(self._headers)
+        if stream:
+            headers["Accept"] = "text/event-stream"
+        return HttpRequest(
+            method="POST",
+            url=self.url(req.model or self.model, stream=stream),
+            headers=headers,
+            body=json.dumps(self.body(req)).encode(),
+        )
+
+    # -- stream ------------------------------------------------------------------------
+
+    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one ``GenerateContentResponse`` into ``state``."""
+        obj = parse_json(self.provider, data)
+        return self._apply(state, obj, data)
+
+    def _apply(self, state: StreamState, obj: Mapping[str, Any], raw: str) -> Optional[StreamChunk]:
+        if obj.get("error") is not None:
+            raise error_from_body(self.provider, None, obj, raw=raw)
+        state.model = obj.get("modelVersion") or state.model
+        usage = obj.get("usageMetadata")
+        if usage:
+            state.usage = _usage(usage)
+        candidates = obj.get("candidates")
+        if not candidates:
+            blocked = (obj.get("promptFeedback") or {}).get("blockReason")
+            if blocked:
+                raise error_from_provider(
+                    provider=self.provider,
+                    status=None,
+                    message=f"the prompt was blocked ({blocked}); no answer was generated",
+                    error_type="prompt_blocked",
+                    code=blocked,
+                    body=raw,
+                )
+            return None
+        # candidateCount > 1 is not supported by the callback API: follow the first.
+        candidate = candidates[0]
+        text: list[str] = []
+        thought: list[str] = []
+        for part in (candidate.get("content") or {}).get("parts") or ():
+            if "functionCall" in part:
+                call = part["functionCall"]
+                args = call.get("args")
+                call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+                state.tool_delta(None, call_id, call.get("name"), json.dumps(args or {}))
+            elif isinstance(part.get("text"), str):
+                (thought if part.get("thought") else text).append(part["text"])
+            elif "text" in part:
+                raise malformed(self.provider, "part.text is not a string", raw)
+        finish = candidate.get("finishReason")
+        if finish:
+            state.raw_finish_reason = finish
+            state.finished = True
+        return state.emit("".join(text), "".join(thought))
+
+    # -- whole responses and errors ----------------------------------------------------
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request, folded through the same state."""
+        obj = parse_json(self.provider, body)
+        state = StreamState()
+        self._apply(state, obj, body)
+        state.finished = True
+        return state.response()
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The error for a non-success HTTP response."""
+        try:
+            payload: Any = json.loads(body)
+        except ValueError:
+            payload = None
+        # Without alt=sse, Google wraps even an error in a JSON array.
+        if isinstance(payload, list) and payload:
+            payload = payload[0]
+        return error_from_body(self.provider, status, payload, headers=headers, raw=body)
