@@ -15,7 +15,9 @@ or ignore the tools and answer directly. The agent sends each such mistake back 
 as an error result it can correct, and ``max_iterations`` bounds the loop, so a weak model
 ends in a (possibly wrong) answer or a clear ``MaxIterationsError``, never a hang. A server
 also needs a chat template that supports tools (llama-cpp-python: ``--chat_format
-chatml-function-calling``); larger models (3B and up) call tools far more reliably.
+chatml-function-calling``). Run that way, Gemma 3 270M usually calls no tool at all and
+answers with a plausible-sounding sentence; models of 3B and up call tools far more
+reliably.
 """
 
 from __future__ import annotations
