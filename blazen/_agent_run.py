@@ -294,11 +294,16 @@ class _Run:
                 }
             )
         calls: list[ToolCall] = []
-        seen: set[str] = set()
+        seen = {c.id for m in self.messages for c in m.tool_calls}
         for i, call in enumerate(resp.tool_calls):
             if not call.id or call.id in seen:
-                # Results are matched to calls by id, so every call needs its own.
-                call = ToolCall(f"call_{self.iterations}_{i}", call.name, call.arguments_json)
+                # Results are matched to calls by id across the whole conversation (Gemini
+                # and Ollama map ids back to names), but some servers number their calls
+                # afresh in every response: every call of a run gets its own id.
+                new_id = f"call_{self.iterations}_{i}"
+                while new_id in seen:
+                    new_id += "_"
+                call = ToolCall(new_id, call.name, call.arguments_json)
             seen.add(call.id)
             calls.append(call)
         if calls:

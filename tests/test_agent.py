@@ -437,6 +437,24 @@ def test_history_continues_a_conversation_and_omits_the_system_prompt(server, ag
     assert all(m.role != "system" for m in second.messages)
 
 
+def test_call_ids_repeated_across_turns_are_made_unique(server, agent):
+    """Servers that number calls afresh in each response still get every result matched
+    to the right call."""
+    server.add(
+        tools_turn(
+            ("call_0", "get_weather", {"city": "Rome"}), ("call_1", "get_time", {"tz": "CET"})
+        ),
+        tools_turn(("call_0", "get_time", {"tz": "UTC"})),
+        text_turn("ok"),
+    )
+    result = agent.run("go")
+    ids = [c.id for c in result.tool_calls]
+    assert ids == ["call_0", "call_1", "call_2_0"]
+    sent = server.requests[2].json()["messages"]
+    assert [c["id"] for m in sent if m.get("tool_calls") for c in m["tool_calls"]] == ids
+    assert [m["tool_call_id"] for m in sent if m["role"] == "tool"] == ids
+
+
 def test_tool_values_are_sent_as_json(server, model):
     """Non-string return values reach the model as JSON; dataclasses as objects."""
 
