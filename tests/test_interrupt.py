@@ -45,12 +45,17 @@ def test_sigint_delivers_cancelled_error_then_raises_keyboard_interrupt():
         text=True,
         env=env,
     )
-    assert proc.stdout.readline().strip() == "ready"
-    time.sleep(0.5)  # let it block inside complete()
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=10)
-    took = time.monotonic() - sent
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.5)  # let it block inside complete()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert out.splitlines() == ["on_error CancelledError", "KeyboardInterrupt closed=True"], err
     assert "KeyboardInterrupt" in err
     assert proc.returncode != 0
