@@ -14,6 +14,7 @@ from ._llm import Llm
 from ._model import ChatModel, ModelOptions
 from ._providers import Providers
 from ._streaming import Streaming
+from ._tools import Tool, tool
 from ._types import (
     ChatMessage,
     CompletionRequest,
@@ -28,7 +29,9 @@ from ._types import (
 from ._version import __version__
 from ._workflow_events import Event, StepOutput, WorkflowResult
 from ._workflow_run import Context
+from .agent import Agent, AgentResult, ToolResult
 from .errors import (
+    AgentError,
     AuthError,
     BlazenError,
     CallbackError,
@@ -38,10 +41,12 @@ from .errors import (
     ContextLengthError,
     InternalError,
     InvalidRequestError,
+    MaxIterationsError,
     OverloadedError,
     ProviderError,
     RateLimitError,
     TimeoutError,
+    ToolError,
     UnsupportedError,
     ValidationError,
     WorkflowError,
@@ -49,6 +54,9 @@ from .errors import (
 from .workflow import Workflow, workflow
 
 __all__ = [
+    "Agent",
+    "AgentError",
+    "AgentResult",
     "AuthError",
     "BlazenError",
     "CallbackError",
@@ -67,6 +75,7 @@ __all__ = [
     "InternalError",
     "InvalidRequestError",
     "Llm",
+    "MaxIterationsError",
     "ModelOptions",
     "OverloadedError",
     "ProviderError",
@@ -78,8 +87,11 @@ __all__ = [
     "TextPart",
     "TimeoutError",
     "TokenUsage",
+    "Tool",
     "ToolCall",
     "ToolDefinition",
+    "ToolError",
+    "ToolResult",
     "UnsupportedError",
     "ValidationError",
     "Workflow",
@@ -89,6 +101,7 @@ __all__ = [
     "cancel_scope",
     "init",
     "shutdown",
+    "tool",
     "workflow",
 ]
 

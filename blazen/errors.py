@@ -14,12 +14,15 @@ raised by ``Streaming.complete`` when there is no error handler)::
     ├── ValidationError              a value blazen was given cannot be used (also ValueError)
     ├── TimeoutError                 a time limit ran out (also the builtin TimeoutError)
     ├── ConnectionError              the connection failed or ended early (also the builtin)
-    ├── CancelledError               a CancelToken or Ctrl-C ended the stream or workflow run
+    ├── CancelledError               a CancelToken or Ctrl-C ended a stream, agent or workflow run
     ├── UnsupportedError             the provider cannot do what the request asks
+    ├── AgentError                   an agent run could not finish; .result holds it so far
+    │   ├── MaxIterationsError       the model still called tools after max_iterations turns
+    │   └── ToolError                a tool raised and the agent stops on tool errors
     ├── WorkflowError                a workflow run failed: a step raised (``__cause__``), an
     │                                event had no taker, or the run went quiet; .step, .event_type
     └── InternalError                a bug, or a callback that raised
-        └── CallbackError            on_chunk raised; the original is ``__cause__``
+        └── CallbackError            a callback raised; the original is ``__cause__``
 
 An error that arrives inside a 200 stream is classified by :func:`error_from_provider`,
 the same function that classifies an HTTP error status, so an in-stream
@@ -39,6 +42,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 __all__ = [
+    "AgentError",
     "AuthError",
     "BlazenError",
     "CallbackError",
@@ -48,10 +52,12 @@ __all__ = [
     "ContextLengthError",
     "InternalError",
     "InvalidRequestError",
+    "MaxIterationsError",
     "OverloadedError",
     "ProviderError",
     "RateLimitError",
     "TimeoutError",
+    "ToolError",
     "UnsupportedError",
     "ValidationError",
     "WorkflowError",
@@ -203,6 +209,39 @@ class UnsupportedError(BlazenError):
     kind = "unsupported"
 
 
+class AgentError(BlazenError):
+    """An agent run could not finish.
+
+    ``result`` is the :class:`~blazen.AgentResult` of the run up to the failure (the whole
+    conversation, usage and tool results so far), so a caller can inspect or resume it.
+    """
+
+    kind = "agent"
+
+    def __init__(self, message: str, *, result: Any = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.result = result
+
+
+class MaxIterationsError(AgentError):
+    """The model still asked for tools after ``max_iterations`` turns; the run was stopped."""
+
+    kind = "max_iterations"
+
+
+class ToolError(AgentError):
+    """A tool raised and the agent was built with ``stop_on_tool_error=True``.
+
+    ``__cause__`` is the tool's exception; ``tool_name`` names the tool.
+    """
+
+    kind = "tool"
+
+    def __init__(self, message: str, *, tool_name: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.tool_name = tool_name
+
+
 class WorkflowError(BlazenError):
     """A workflow run failed; ``step`` and ``event_type`` say where, when known.
 
@@ -234,7 +273,7 @@ class InternalError(BlazenError):
 
 
 class CallbackError(InternalError):
-    """A chunk callback raised; the stream was aborted and ``__cause__`` is the exception."""
+    """A callback raised; the stream or run was aborted and ``__cause__`` is the exception."""
 
     kind = "callback"
 

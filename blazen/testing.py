@@ -39,6 +39,7 @@ __all__ = [
     "Stall",
     "StreamServer",
     "openai_sse",
+    "openai_tool_sse",
     "sse",
     "sse_event",
     "split_bytes",
@@ -179,6 +180,42 @@ def openai_sse(
     if usage is not None:
         payloads.append({**base, "choices": [], "usage": dict(usage)})
     return sse(*payloads, done=done)
+
+
+def openai_tool_sse(
+    calls: Iterable[tuple[str, str, Union[str, Mapping[str, Any]]]],
+    *,
+    text: str = "",
+    usage: Optional[Mapping[str, int]] = None,
+    model: str = "test-model",
+) -> list[bytes]:
+    """The events of an OpenAI stream that calls tools: ``calls`` holds ``(id, name, arguments)``.
+
+    ``arguments`` is a dict or JSON text; it is streamed in small fragments, as real servers
+    do, so callbacks see the snapshot grow. Use it to script an agent's turns::
+
+        Reply.sse(openai_tool_sse([("call_1", "get_weather", {"city": "Paris"})]))
+    """
+    base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0, "model": model}
+
+    def chunk(delta: Mapping[str, Any], finish: Optional[str] = None) -> dict[str, Any]:
+        choice = {"index": 0, "delta": dict(delta), "finish_reason": finish}
+        return {**base, "choices": [choice]}
+
+    payloads: list[Mapping[str, Any]] = [chunk({"role": "assistant", "content": text or None})]
+    for index, (call_id, name, arguments) in enumerate(calls):
+        args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+        head = {"index": index, "id": call_id, "type": "function"}
+        payloads.append(
+            chunk({"tool_calls": [{**head, "function": {"name": name, "arguments": ""}}]})
+        )
+        for start in range(0, len(args), 8):
+            piece = {"index": index, "function": {"arguments": args[start : start + 8]}}
+            payloads.append(chunk({"tool_calls": [piece]}))
+    payloads.append(chunk({}, "tool_calls"))
+    if usage is not None:
+        payloads.append({**base, "choices": [], "usage": dict(usage)})
+    return sse(*payloads)
 
 
 def split_bytes(data: Union[bytes, Iterable[bytes]], cuts: Iterable[int]) -> list[bytes]:
