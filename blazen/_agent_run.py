@@ -20,6 +20,7 @@ import attrs
 
 from ._cancel import CancelToken, ambient_token
 from ._llm import Llm
+from ._streaming import check_controls
 from ._tools import Tool
 from ._types import ChatMessage, CompletionRequest, CompletionResponse, TokenUsage, ToolCall
 from .errors import (
@@ -122,12 +123,6 @@ def _content(value: Any) -> str:
         return str(value)
 
 
-def _check_callable(name: str, fn: Any) -> None:
-    if fn is not None and not callable(fn):
-        msg = f"{name} must be callable or None, got {type(fn).__name__}"
-        raise TypeError(msg)
-
-
 class _Run:
     """One run of an agent. Created per call; never shared between runs."""
 
@@ -144,22 +139,14 @@ class _Run:
         cancel: Optional[CancelToken],
         timeout: Optional[float],
     ) -> None:
-        for name, fn in (
-            ("on_chunk", on_chunk),
-            ("on_tool_call", on_tool_call),
-            ("on_tool_result", on_tool_result),
-            ("on_done", on_done),
-            ("on_error", on_error),
-        ):
-            _check_callable(name, fn)
-        if cancel is not None and not isinstance(cancel, CancelToken):
-            msg = f"cancel must be a blazen.CancelToken, got {type(cancel).__name__}"
-            raise TypeError(msg)
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
-        ):
-            msg = f"timeout must be a positive number of seconds, got {timeout!r}"
-            raise ValueError(msg)
+        callbacks = {
+            "on_chunk": on_chunk,
+            "on_tool_call": on_tool_call,
+            "on_tool_result": on_tool_result,
+            "on_done": on_done,
+            "on_error": on_error,
+        }
+        check_controls(callbacks, cancel, timeout)
         self.agent = agent
         self.by_name = {t.name: t for t in agent.tools}
         self.messages = list(messages)

@@ -56,6 +56,11 @@ def _validate(
     if not isinstance(req, CompletionRequest):
         msg = f"req must be built with blazen.Llm.completion_request(...), got {type(req).__name__}"
         raise TypeError(msg)
+    check_controls(callbacks, cancel, timeout)
+
+
+def check_controls(callbacks: dict[str, Any], cancel: Any, timeout: Any) -> None:
+    """Callbacks callable (or None), ``cancel`` a CancelToken, ``timeout`` positive seconds."""
     for name, fn in callbacks.items():
         _check_callable(name, fn)
     if cancel is not None and not isinstance(cancel, CancelToken):
