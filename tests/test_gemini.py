@@ -237,3 +237,11 @@ def test_parse_response_reads_a_whole_generate_content_response():
     assert wire.build(Llm.completion_request([Llm.user("x")]), stream=False).url == (
         "http://x/models/m:generateContent"
     )
+
+
+def test_malformed_function_call_finish_is_an_error_not_a_stop(server, model, req):
+    """finishReason MALFORMED_FUNCTION_CALL: the model failed; one ProviderError, never done."""
+    rec, resp = stream(server, model, req, reply("malformed_function_call.sse"))
+    assert resp is None and rec.kinds == ["error"]
+    assert type(rec.error) is blazen.ProviderError
+    assert rec.error.error_type == "MALFORMED_FUNCTION_CALL"

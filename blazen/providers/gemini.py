@@ -64,6 +64,10 @@ def _result_object(content: Optional[str]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": value}
 
 
+# Finish reasons that report a failed answer rather than a finished one.
+_FAILED_FINISH = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
+
+
 class GeminiWire:
     """The Gemini API wire format under ``{base_url}/models/``."""
 
@@ -233,6 +237,15 @@ class GeminiWire:
             elif "text" in part:
                 raise malformed(self.provider, "part.text is not a string", raw)
         finish = candidate.get("finishReason")
+        if finish in _FAILED_FINISH:
+            # The model failed to produce a valid call: an error, never a quiet "stop".
+            raise ProviderError(
+                f"{self.provider} ended the answer with finishReason {finish}: the model "
+                "produced a function call it could not complete",
+                provider=self.provider,
+                error_type=finish,
+                retryable=True,
+            )
         if finish:
             state.raw_finish_reason = finish
             state.finished = True
