@@ -215,7 +215,8 @@ class StreamChunk:
     """One step of a stream.
 
     ``tool_calls`` is the cumulative snapshot of every tool call so far: replace your state
-    with it, never append. ``is_final`` is True only on the last chunk of a successful stream.
+    with it, never append. ``is_final`` is True only on the last chunk of a successful stream:
+    that chunk comes right before done, carries no new text and repeats the final snapshot.
     """
 
     content_delta: Optional[str] = None
