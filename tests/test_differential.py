@@ -20,6 +20,8 @@ from blazen.testing import Reply, StreamServer
 
 from .conftest import fixture_bytes
 
+OPENAI_MAJOR = int(openai.__version__.split(".")[0])
+
 MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
 
 
@@ -68,7 +70,15 @@ def anthropic_reads(name: str) -> Any:
     [
         "text.sse",
         "parallel_tool_calls.sse",
-        "duplicate_index_whole_call.sse",
+        pytest.param(
+            "duplicate_index_whole_call.sse",
+            marks=pytest.mark.xfail(
+                OPENAI_MAJOR < 3,
+                reason="openai<3 (the newest on Python 3.9) drops the second fragment of a "
+                "tool-call index repeated within one chunk",
+                strict=True,
+            ),
+        ),
         "reasoning_content.sse",
         "finish_length.sse",
         "azure_empty_choices.sse",
