@@ -16,6 +16,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
 from ._cancel import CancelToken, ambient_token
@@ -45,8 +46,10 @@ ChunkCallback = Callable[[StreamChunk], Any]
 DoneCallback = Callable[[str, Optional[TokenUsage]], Any]
 ErrorCallback = Callable[[BlazenError], Any]
 
-# What the worker hands to the caller: (tag, payload).
-_CHUNK, _DONE, _ERROR, _PROGRESS, _CANCEL = range(5)
+# What the worker hands to the caller: (tag, payload). _CHUNKS carries a list of chunks:
+# every chunk parsed from one socket read travels in one hand-off, since waking the
+# caller's thread once per chunk costs more than parsing the chunk.
+_CHUNKS, _DONE, _ERROR, _PROGRESS, _CANCEL = range(5)
 
 
 class _Run:
@@ -135,6 +138,14 @@ class _Run:
             connect_timeout=opts.connect_timeout,
             read_timeout=opts.idle_timeout,
         )
+        put = self.queue.put
+        pending: list[StreamChunk] = []
+
+        def flush() -> None:
+            if pending:
+                put((_CHUNKS, pending[:]))
+                pending.clear()
+
         finished = False
         try:
             status = resp.status_code
@@ -153,7 +164,7 @@ class _Run:
             ctype = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
             if ctype not in wire.stream_content_types:
                 raise self._wrong_content_type(ctype, read_error_body(resp), http.url)
-            byte_chunks = iter_bytes(resp)
+            byte_chunks = _flushing(iter_bytes(resp), flush)
             frames: Any
             if wire.framing == "sse":
                 frames = iter_sse(
@@ -167,7 +178,6 @@ class _Run:
                     )
                 )
             fold = wire.fold
-            put = self.queue.put
             state = self.state
             for event, data in frames:
                 try:
@@ -178,7 +188,7 @@ class _Run:
                     raise malformed(wire.provider, "unexpected shape", data) from exc
                 if chunk is not None:
                     self.delivered = True
-                    put((_CHUNK, chunk))
+                    pending.append(chunk)
                 if state.finished:
                     break
             if not state.finished:
@@ -189,13 +199,15 @@ class _Run:
                     error_type="truncated",
                     retryable=True,
                 )
-            put((_CHUNK, state.final_chunk()))
+            pending.append(state.final_chunk())
+            flush()
             put((_DONE, state.response()))
             finished = True
             release(resp)
         finally:
             if not finished:
                 resp.close()
+                flush()  # the chunks before a failure still precede its error
 
     def _wrong_content_type(self, ctype: str, body: str, url: str) -> ProviderError:
         provider = self.model.provider
@@ -215,6 +227,13 @@ class _Run:
             error_type="wrong_content_type",
             body=body[:4096],
         )
+
+
+def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:
+    """``chunks``, calling ``flush`` each time before the next (possibly blocking) read."""
+    for data in chunks:
+        yield data
+        flush()
 
 
 def _check_callable(name: str, fn: Any) -> None:
@@ -389,11 +408,12 @@ class _Caller:
             except queue.Empty:
                 self._fail(self._timed_out(end, idle, total))
                 return None
-            if tag == _CHUNK:
+            if tag == _CHUNKS:
                 last = now()
                 if on_chunk is not None:
                     try:
-                        on_chunk(payload)
+                        for chunk in payload:
+                            on_chunk(chunk)
                     except Exception as exc:
                         self._callback_raised(exc)
                         return None
