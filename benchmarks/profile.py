@@ -85,15 +85,17 @@ def main(argv: list[str] | None = None) -> None:
         profiler = Profiler(interval=0.0002)
         profiler.start()
     streams = 0
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < args.seconds:
         client.stream(spec)
         streams += 1
     per = (time.perf_counter() - t0) / streams / spec.n * 1e6
+    cpu = (time.process_time() - cpu0) / streams / spec.n * 1e6
     if profiler is not None:
         profiler.stop()
         print(profiler.output_text(unicode=True, color=False))
-    print(f"{streams} streams, {per:.1f} µs per chunk", file=sys.stderr)
+    print(f"{streams} streams, {per:.1f} µs per chunk, {cpu:.1f} µs CPU", file=sys.stderr)
     client.close()
     server.stdin.close()
     server.wait()
