@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import functools
+import heapq
+import itertools
 import json
 import select
 import socket
@@ -76,6 +78,58 @@ def _wait_close(conn: socket.socket, tag: str) -> None:
             return
 
 
+class _Pacer:
+    """Writes every paced stream from one thread.
+
+    Hundreds of handler threads each sleeping between events would cost this process more
+    CPU than the clients under test spend, and the concurrency scenario would measure the
+    server. One thread with a schedule wakes once per due event instead.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, socket.socket, tuple[bytes, ...], int, float]] = []
+        self._done: dict[int, threading.Event] = {}
+        self._cv = threading.Condition()
+        self._seq = itertools.count()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def stream(self, conn: socket.socket, frames: tuple[bytes, ...], delay: float) -> None:
+        """Write ``frames`` one every ``delay`` seconds; return when all are written."""
+        done = threading.Event()
+        seq = next(self._seq)
+        with self._cv:
+            self._done[seq] = done
+            heapq.heappush(self._heap, (time.monotonic(), seq, conn, frames, 0, delay))
+            self._cv.notify()
+        done.wait()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._heap:
+                    self._cv.wait()
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cv.wait(wait)
+                    continue
+                due, seq, conn, frames, i, delay = heapq.heappop(self._heap)
+            try:
+                conn.sendall(frames[i])
+                if i + 1 < len(frames):
+                    # On a fixed schedule: a late write does not delay the ones after it.
+                    with self._cv:
+                        heapq.heappush(self._heap, (due + delay, seq, conn, frames, i + 1, delay))
+                    continue
+                conn.sendall(_END)
+            except OSError:
+                pass
+            with self._cv:
+                self._done.pop(seq).set()
+
+
+_pacer: _Pacer | None = None
+
+
 def _respond(conn: socket.socket, path: str) -> bool:
     """Answer one request; return whether the connection may serve another."""
     if path.startswith("/closed/"):
@@ -94,12 +148,16 @@ def _respond(conn: socket.socket, path: str) -> bool:
     if spec.mode == "all":
         conn.sendall(_whole(spec))
         return True
-    delay = spec.delay_us / 1e6
     conn.sendall(_HEAD)
+    if spec.delay_us:
+        global _pacer
+        with _lock:
+            if _pacer is None:
+                _pacer = _Pacer()
+        _pacer.stream(conn, _framed(spec), spec.delay_us / 1e6)
+        return True
     for frame in _framed(spec):
         conn.sendall(frame)
-        if delay:
-            time.sleep(delay)
     conn.sendall(_END)
     return True
 
