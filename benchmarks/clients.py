@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import socket
+import sys
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -264,6 +265,17 @@ class Blazen(Client):
         self.models.clear()
 
 
+class BlazenBaseline(Blazen):
+    """blazen imported from another checkout (``--baseline PATH``): the "before" of a run."""
+
+    name = "blazen (baseline)"
+
+    def __init__(self, base: str) -> None:
+        # The runner process imports nothing of blazen before this: put the checkout first.
+        sys.path.insert(0, os.environ["BLAZEN_BASELINE"])
+        super().__init__(base)
+
+
 def _noop(*args: Any) -> None:
     return None
 
@@ -512,6 +524,7 @@ class LiteLLM(Client):
 CLIENTS: dict[str, type[Client]] = {
     "raw": RawSocket,
     "blazen": Blazen,
+    "blazen-baseline": BlazenBaseline,
     "requests-sseclient": RequestsSSEClient,
     "httpx-sse": HttpxSSE,
     "openai": OpenAISDK,
@@ -523,6 +536,7 @@ CLIENTS: dict[str, type[Client]] = {
 MODULES = {
     "raw": "json",
     "blazen": "blazen",
+    "blazen-baseline": "blazen",
     "requests-sseclient": "sseclient",
     "httpx-sse": "httpx_sse",
     "openai": "openai",
@@ -534,6 +548,7 @@ MODULES = {
 IMPORTS = {
     "raw": "import socket, json",
     "blazen": "import blazen",
+    "blazen-baseline": "import blazen",
     "requests-sseclient": "import requests, sseclient",
     "httpx-sse": "import httpx, httpx_sse",
     "openai": "import openai",

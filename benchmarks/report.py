@@ -30,7 +30,7 @@ def _fmt(stat: Optional[Stat], unit: str = "x", digits: int = 2) -> str:
 
 
 def _name(key: str) -> str:
-    return f"**{CLIENTS[key].name}**" if key == "blazen" else CLIENTS[key].name
+    return f"**{CLIENTS[key].name}**" if key.startswith("blazen") else CLIENTS[key].name
 
 
 def _ratios(samples: dict[str, list[Any]], key: str, field: str = "us") -> list[float]:

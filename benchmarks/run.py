@@ -153,8 +153,14 @@ def _import_time(key: str) -> float:
     code = (
         "import time; t = time.perf_counter(); " + IMPORTS[key] + "; print(time.perf_counter() - t)"
     )
+    env = _env()
+    if key == "blazen-baseline":
+        env["PYTHONPATH"] = os.pathsep.join((env["BLAZEN_BASELINE"], env["PYTHONPATH"]))
+    # Installed packages import from cached bytecode; an editable checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile from source every time and measure the compiler.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -323,16 +329,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, help="repeats per scenario (default 5)")
     parser.add_argument(
         "--clients",
-        default=",".join(CLIENTS),
+        default=",".join(c for c in CLIENTS if c != "blazen-baseline"),
         help=f"comma-separated subset of: {', '.join(CLIENTS)}",
     )
     parser.add_argument("--scenarios", default=SCENARIOS, help="subset of 'abcdefg'")
     parser.add_argument("--formats", default="openai,anthropic", help="wire formats for a-c")
     parser.add_argument("--out", default=str(HERE / "results"), help="output directory")
     parser.add_argument("--label", default="", help="a name for this run in the report")
+    parser.add_argument(
+        "--baseline",
+        metavar="PATH",
+        help="also measure the blazen package found in PATH (another checkout) as a baseline",
+    )
     args = parser.parse_args(argv)
 
-    wanted = [c for c in args.clients.split(",") if c]
+    wanted = [c for c in args.clients.split(",") if c and c != "blazen-baseline"]
+    if args.baseline:
+        os.environ["BLAZEN_BASELINE"] = str(Path(args.baseline).resolve())
+        wanted.insert(wanted.index("blazen") + 1 if "blazen" in wanted else 0, "blazen-baseline")
     unknown = [c for c in wanted if c not in CLIENTS]
     if unknown:
         parser.error(f"unknown client(s): {', '.join(unknown)}")
