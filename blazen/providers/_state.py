@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
-from .._types import CompletionResponse, StreamChunk, TokenUsage, ToolCall, _Fragments
+from .._types import (
+    CompletionResponse,
+    StreamChunk,
+    TokenUsage,
+    ToolCall,
+    _Fragments,
+    _stream_chunk,
+)
 
 __all__ = ["StreamState", "normalise_finish_reason"]
 
@@ -185,9 +192,7 @@ class StreamState:
             )
         elif content is None and reasoning is None:
             return None
-        return StreamChunk(
-            content_delta=content, reasoning_delta=reasoning, tool_calls=self._snapshot
-        )
+        return _stream_chunk(content, reasoning, self._snapshot)
 
     # -- reading -----------------------------------------------------------------------
 
