@@ -54,3 +54,20 @@ def test_text_kept_in_blocks_reads_back_whole():
         state.emit(p, "r")
     assert state.text == "".join(parts) and state.reasoning == "r" * 1000
     assert state.response().content == "".join(parts)
+
+
+def test_every_snapshot_equals_one_rebuilt_from_all_fragments_so_far():
+    """Snapshots reuse the ToolCall of calls a delta did not touch; each still shows all so far."""
+    state = StreamState()
+    seen: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    names = {0: "a", 1: "b", 2: "c"}
+    for step in range(60):
+        index = (step * 7) % 3
+        piece = f"p{step},"
+        seen[index].append(piece)
+        state.tool_delta(index, f"id{index}", names[index], piece)
+        chunk = state.emit(None, None)
+        assert chunk is not None
+        expected = [(f"id{i}", names[i], "".join(seen[i])) for i in sorted(seen) if seen[i]]
+        got = [(c.id, c.name, c.arguments_json) for c in chunk.tool_calls]
+        assert sorted(got) == sorted(expected)

@@ -90,13 +90,15 @@ class _Text:
 
 
 class _Call:
-    __slots__ = ("id", "name", "parts", "synthetic_id")
+    __slots__ = ("id", "name", "parts", "snapshot", "synthetic_id")
 
     def __init__(self, call_id: Optional[str], number: int) -> None:
         self.synthetic_id = not call_id
         self.id = call_id or f"call_{number}"
         self.name = ""
         self.parts: list[str] = []
+        #: The ToolCall for this call as it stands, until a fragment changes it.
+        self.snapshot: Optional[ToolCall] = None
 
 
 class StreamState:
@@ -165,6 +167,7 @@ class StreamState:
             call.name = name
         if arguments:
             call.parts.append(arguments)
+        call.snapshot = None
         self._current = call
         self._dirty = True
 
@@ -186,10 +189,15 @@ class StreamState:
         else:
             reasoning = None
         if self._dirty:
+            # A delta touches one call: the others keep their ToolCall from the last snapshot.
             self._dirty = False
-            self._snapshot = tuple(
-                ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts))) for c in self._calls
-            )
+            snapshot = []
+            for c in self._calls:
+                tc = c.snapshot
+                if tc is None:
+                    tc = c.snapshot = ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts)))
+                snapshot.append(tc)
+            self._snapshot = tuple(snapshot)
         elif content is None and reasoning is None:
             return None
         return _stream_chunk(content, reasoning, self._snapshot)
