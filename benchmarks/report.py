@@ -59,8 +59,15 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
         one, two = s.get(f"c:{fmt}", {}), s.get(f"c2:{fmt}", {})
         for key in one:
             if key in two:
+                # The median is the ratio of the medians (more robust than a median of
+                # per-repeat ratios); the range is that of the per-repeat ratios.
                 pairs = [2 * b["us"] / a["us"] for a, b in zip(one[key], two[key])]
-                out[("c-linear", fmt, key)] = _stat(pairs)
+                med = (
+                    2
+                    * statistics.median(b["us"] for b in two[key])
+                    / statistics.median(a["us"] for a in one[key])
+                )
+                out[("c-linear", fmt, key)] = (med, min(pairs), max(pairs))
     alone = s.get("d:alone", {})
     for name, group in s.items():
         if not name.startswith("d:") or name == "d:alone":

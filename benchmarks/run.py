@@ -297,7 +297,8 @@ def run(
         if "e" in scenarios:
             for key in clients:
                 _import_time(key)  # warm the bytecode caches
-            for rep in range(max(sizes.repeat, 5) if not sizes.quick else 1):
+            # Imports are quick and noisy: three times the repeats of the other scenarios.
+            for rep in range(3 * sizes.repeat if not sizes.quick else 1):
                 _log(f"import repeat {rep + 1}")
                 for key in clients:
                     add("e", key, _import_time(key))
