@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 from ._cancel import CancelToken
 from ._model import ChatModel
 from ._types import CompletionResponse, StreamChunk, TokenUsage
-from ._worker import CANCEL, CHUNK, DONE, ERROR, EXIT, Run
+from ._worker import CANCEL, CHUNKS, DONE, ERROR, EXIT, Run
 from .errors import BlazenError, CallbackError, CancelledError, TimeoutError, redact
 
 __all__ = ["CALL", "FINAL", "JOIN", "STOP", "WAIT", "Delivery", "Op"]
@@ -127,13 +127,14 @@ class Delivery:
                 yield from self._fail(self._timed_out(end, idle, total), stop=True)
                 return None
             tag, payload = item
-            if tag == CHUNK:
+            if tag == CHUNKS:
                 last = now()
                 if on_chunk is not None:
-                    raised = yield (CALL, on_chunk, payload)
-                    if raised is not None:
-                        yield from self._callback_raised(raised)
-                        return None
+                    for chunk in payload:
+                        raised = yield (CALL, on_chunk, chunk)
+                        if raised is not None:
+                            yield from self._callback_raised(raised)
+                            return None
             elif tag == DONE:
                 self.ended = True
                 yield (JOIN,)

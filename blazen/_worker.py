@@ -11,25 +11,29 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import requests
 
+from ._abort import Abort
 from ._framing import iter_ndjson, iter_sse
 from ._model import ChatModel
 from ._retry import retry_delay
-from ._transport import Abort, iter_bytes, map_exception, read_body, read_error_body, release
-from ._types import CompletionRequest
+from ._transport import iter_bytes, map_exception, read_body, read_error_body, release
+from ._types import CompletionRequest, StreamChunk
 from .errors import BlazenError, ConnectionError, InternalError, ProviderError, redact
 from .providers._base import HttpRequest, error_from_body, malformed
 from .providers._state import StreamState
 
-__all__ = ["CANCEL", "CHUNK", "DONE", "ERROR", "EXIT", "PROGRESS", "Run"]
+__all__ = ["CANCEL", "CHUNKS", "DONE", "ERROR", "EXIT", "PROGRESS", "Run"]
 
 logger = logging.getLogger("blazen")
 
-# What the worker hands to the caller: (tag, payload).
-CHUNK, DONE, ERROR, PROGRESS, CANCEL, EXIT = range(6)
+# What the worker hands to the caller: (tag, payload). CHUNKS carries a list: every chunk
+# parsed from one socket read travels in one hand-off, since waking the caller's thread
+# once per chunk costs more than parsing the chunk.
+CHUNKS, DONE, ERROR, PROGRESS, CANCEL, EXIT = range(6)
 
 
 class Run:
@@ -157,9 +161,24 @@ class Run:
                 resp.close()
 
     def _fold_stream(self, resp: requests.Response) -> None:
+        put = self._put
+        pending: list[StreamChunk] = []
+
+        def flush() -> None:
+            if pending:
+                put((CHUNKS, pending[:]))
+                pending.clear()
+
+        try:
+            self._fold_frames(_flushing(iter_bytes(resp), flush), pending)
+        finally:
+            # Whatever ends the stream, the chunks parsed before it reach the caller first.
+            flush()
+        put((DONE, self.state.response()))
+
+    def _fold_frames(self, byte_chunks: Iterator[bytes], pending: list[StreamChunk]) -> None:
         wire = self.model._wire
         cap = self.model.options.max_event_bytes
-        byte_chunks = iter_bytes(resp)
         frames: Any
         if wire.framing == "sse":
             frames = iter_sse(byte_chunks, provider=wire.provider, max_event_bytes=cap)
@@ -167,7 +186,7 @@ class Run:
             lines = iter_ndjson(byte_chunks, provider=wire.provider, max_line_bytes=cap)
             frames = (("", line) for line in lines)
         fold = wire.fold
-        put = self._put
+        add = pending.append
         state = self.state
         for event, data in frames:
             try:
@@ -178,7 +197,7 @@ class Run:
                 raise malformed(wire.provider, "unexpected shape", data) from exc
             if chunk is not None:
                 self.delivered = True
-                put((CHUNK, chunk))
+                add(chunk)
             if state.finished:
                 break
         if not state.finished:
@@ -189,8 +208,7 @@ class Run:
                 error_type="truncated",
                 retryable=True,
             )
-        put((CHUNK, state.final_chunk()))
-        put((DONE, state.response()))
+        add(state.final_chunk())
 
     def _raise_for_status(self, resp: requests.Response, status: int) -> None:
         wire = self.model._wire
@@ -223,3 +241,10 @@ class Run:
             error_type="wrong_content_type",
             body=body[:4096],
         )
+
+
+def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:
+    """``chunks``, calling ``flush`` before each next (possibly blocking) read."""
+    for data in chunks:
+        yield data
+        flush()

@@ -58,7 +58,7 @@ def test_an_abort_after_detach_leaves_a_pooled_socket_alone():
     import socket
     import types
 
-    from blazen._transport import Abort
+    from blazen._abort import Abort
 
     a, b = socket.socketpair()
     try:

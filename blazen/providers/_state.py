@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Optional, Union
 
-from .._types import CompletionResponse, StreamChunk, TokenUsage, ToolCall, _Fragments
+from .._types import (
+    CompletionResponse,
+    StreamChunk,
+    TokenUsage,
+    ToolCall,
+    _Fragments,
+    _stream_chunk,
+)
 
 __all__ = ["StreamState", "normalise_finish_reason"]
 
@@ -53,14 +60,45 @@ def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
     return "tool_calls" if has_tool_calls else "stop"
 
 
+class _Text:
+    """Text that grows by small deltas, kept as a few long strings instead of one per delta.
+
+    A stream of 200,000 tokens would otherwise hold 200,000 small ``str`` objects, each
+    costing about 60 bytes beyond its text; joining every 256 parts makes that negligible.
+    """
+
+    __slots__ = ("_blocks", "_parts")
+
+    def __init__(self) -> None:
+        self._blocks: list[str] = []
+        self._parts: list[str] = []
+
+    def add(self, delta: str) -> None:
+        parts = self._parts
+        parts.append(delta)
+        if len(parts) >= 256:
+            self._blocks.append("".join(parts))
+            parts.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self._parts or self._blocks)
+
+    def __str__(self) -> str:
+        if not self._blocks:
+            return "".join(self._parts)
+        return "".join(self._blocks) + "".join(self._parts)
+
+
 class _Call:
-    __slots__ = ("id", "name", "parts", "synthetic_id")
+    __slots__ = ("id", "name", "parts", "snapshot", "synthetic_id")
 
     def __init__(self, call_id: Optional[str], number: int) -> None:
         self.synthetic_id = not call_id
         self.id = call_id or f"call_{number}"
         self.name = ""
         self.parts: list[str] = []
+        #: The ToolCall for this call as it stands, until a fragment changes it.
+        self.snapshot: Optional[ToolCall] = None
 
 
 class StreamState:
@@ -82,8 +120,8 @@ class StreamState:
     )
 
     def __init__(self) -> None:
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
+        self._text = _Text()
+        self._reasoning = _Text()
         self._calls: list[_Call] = []
         self._by_key: dict[Union[int, str], _Call] = {}
         self._current: Optional[_Call] = None
@@ -132,6 +170,7 @@ class StreamState:
             call.name = name
         if arguments:
             call.parts.append(arguments)
+        call.snapshot = None
         self._current = call
         self._dirty = True
 
@@ -145,35 +184,38 @@ class StreamState:
     def emit(self, content: Optional[str], reasoning: Optional[str]) -> Optional[StreamChunk]:
         """Record this payload's deltas; return the chunk to deliver, or None if nothing changed."""
         if content:
-            self._text.append(content)
+            self._text.add(content)
         else:
             content = None
         if reasoning:
-            self._reasoning.append(reasoning)
+            self._reasoning.add(reasoning)
         else:
             reasoning = None
         if self._dirty:
+            # A delta touches one call: the others keep their ToolCall from the last snapshot.
             self._dirty = False
-            self._snapshot = tuple(
-                ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts))) for c in self._calls
-            )
+            snapshot = []
+            for c in self._calls:
+                tc = c.snapshot
+                if tc is None:
+                    tc = c.snapshot = ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts)))
+                snapshot.append(tc)
+            self._snapshot = tuple(snapshot)
         elif content is None and reasoning is None:
             return None
-        return StreamChunk(
-            content_delta=content, reasoning_delta=reasoning, tool_calls=self._snapshot
-        )
+        return _stream_chunk(content, reasoning, self._snapshot)
 
     # -- reading -----------------------------------------------------------------------
 
     @property
     def text(self) -> str:
         """All text so far."""
-        return "".join(self._text)
+        return str(self._text)
 
     @property
     def reasoning(self) -> str:
         """All reasoning so far."""
-        return "".join(self._reasoning)
+        return str(self._reasoning)
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:

@@ -150,7 +150,8 @@ class OpenAIWire:
 
     def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
         """Fold one ``data:`` payload into ``state``."""
-        if data == "[DONE]" or data.strip() == "[DONE]":
+        # Every payload but the last is a JSON object: only look closer at those that are not.
+        if not data.startswith("{") and data.strip() == "[DONE]":
             state.finished = True
             return None
         obj = parse_json(self.provider, data)

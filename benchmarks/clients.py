@@ -1,0 +1,562 @@
+"""One class per way of consuming a stream, each written the way its documentation shows.
+
+Every client does the same job: stream one completion and assemble its text and its tool
+calls' arguments (so that no client is credited for skipping work another one does). Each
+one also knows how to abort mid-stream the way its users would: raise inside the loop (or,
+for blazen, inside ``on_chunk``), and cancel from another thread where the library offers a
+way. Imports happen inside each class so that a runner process loads one library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+from collections.abc import Callable
+from typing import Any, Optional
+
+from .streams import Spec
+
+__all__ = ["CLIENTS", "Abort", "Client", "make_client"]
+
+Result = tuple[str, tuple[str, ...]]
+MESSAGES = [{"role": "user", "content": "Tell me a joke."}]
+KEY = "sk-bench-0000"
+
+
+class Abort(Exception):
+    """Raised by a benchmark's chunk handler to abort a stream (scenario f)."""
+
+
+class Client:
+    """The interface of every benchmarked client."""
+
+    name = ""
+    formats: tuple[str, ...] = ("openai",)
+    #: Whether another thread can cancel a stream this client is reading.
+    can_cancel = False
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        """Stream ``spec`` to the end; return the assembled text and tool arguments.
+
+        ``on_text`` runs once per text delta, inside the client's loop or callback: it may
+        raise :class:`Abort` to end the stream early.
+        """
+        raise NotImplementedError
+
+    def cancel_during(
+        self, spec: Spec, after: int, fire: Callable[[Callable[[], None]], None]
+    ) -> None:
+        """Stream ``spec``; after ``after`` text deltas call ``fire(cancel)`` from a thread."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release pooled connections."""
+
+
+def _collect_tools(args: dict[int, list[str]]) -> tuple[str, ...]:
+    return tuple("".join(args[i]) for i in sorted(args))
+
+
+# -- the floor: a raw socket, chunked decoding, SSE split and json.loads ----------------
+
+
+class RawSocket(Client):
+    """The least work that can read these streams: what any library adds is overhead."""
+
+    name = "raw socket (floor)"
+    formats = ("openai", "anthropic")
+    can_cancel = True
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        host, port = base.split("//")[1].split(":")
+        self.addr = (host, int(port))
+
+    def _open(self, spec: Spec) -> tuple[socket.socket, bytes]:
+        body = json.dumps({"model": "m", "messages": MESSAGES, "stream": True}).encode()
+        path = spec.path() + ("/v1/chat/completions" if spec.fmt == "openai" else "/v1/messages")
+        sock = socket.create_connection(self.addr)
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
+            f"Accept: text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed before headers")
+            buf += data
+        return sock, buf.split(b"\r\n\r\n", 1)[1]
+
+    def _events(self, sock: socket.socket, raw: bytes) -> Any:
+        # Chunked decoding, then SSE events split on blank lines.
+        recv = sock.recv
+        body = b""
+        pos = 0
+        finished = False
+        while True:
+            out = []
+            while True:
+                nl = raw.find(b"\r\n", pos)
+                if nl < 0:
+                    break
+                size = int(raw[pos:nl], 16)
+                if size == 0:
+                    finished = True
+                    break
+                end = nl + 2 + size
+                if end + 2 > len(raw):
+                    break
+                out.append(raw[nl + 2 : end])
+                pos = end + 2
+            if out:
+                body += b"".join(out)
+                start = 0
+                while True:
+                    cut = body.find(b"\n\n", start)
+                    if cut < 0:
+                        break
+                    yield body[start:cut]
+                    start = cut + 2
+                body = body[start:]
+            if finished:
+                return
+            raw = raw[pos:]
+            pos = 0
+            data = recv(65536)
+            if not data:
+                return
+            raw += data
+
+    def _run(self, spec: Spec, sock: socket.socket, raw: bytes, on_text: Any) -> Result:
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        loads = json.loads
+        try:
+            for event in self._events(sock, raw):
+                data = event[event.index(b"data: ") + 6 :]
+                if spec.fmt == "openai":
+                    if data == b"[DONE]":
+                        break
+                    obj = loads(data)
+                    choices = obj["choices"]
+                    if not choices:
+                        continue
+                    delta = choices[0]["delta"]
+                    content = delta.get("content")
+                    if content:
+                        text.append(content)
+                        if on_text is not None:
+                            on_text()
+                    for tc in delta.get("tool_calls") or ():
+                        args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
+                else:
+                    obj = loads(data)
+                    kind = obj["type"]
+                    if kind == "content_block_delta":
+                        delta = obj["delta"]
+                        if delta["type"] == "text_delta":
+                            text.append(delta["text"])
+                            if on_text is not None:
+                                on_text()
+                        else:
+                            args.setdefault(obj["index"], []).append(delta["partial_json"])
+                    elif kind == "message_stop":
+                        break
+        finally:
+            sock.close()
+        return "".join(text), _collect_tools(args)
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        sock, raw = self._open(spec)
+        return self._run(spec, sock, raw, on_text)
+
+    def cancel_during(
+        self, spec: Spec, after: int, fire: Callable[[Callable[[], None]], None]
+    ) -> None:
+        sock, raw = self._open(spec)
+        count = [0]
+
+        def cancel() -> None:
+            sock.shutdown(socket.SHUT_RDWR)
+
+        def on_text() -> None:
+            count[0] += 1
+            if count[0] == after:
+                fire(cancel)
+
+        with contextlib.suppress(OSError, ValueError):
+            self._run(spec, sock, raw, on_text)
+
+
+# -- blazen ----------------------------------------------------------------------------
+
+
+class Blazen(Client):
+    """``Streaming.complete`` with an ``on_chunk`` callback: the full callback path."""
+
+    name = "blazen"
+    can_cancel = True
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        import blazen
+
+        self.blazen = blazen
+        self.req = blazen.Llm.completion_request(
+            [blazen.Llm.user("Tell me a joke.")], max_tokens=256
+        )
+        self.models: dict[str, Any] = {}
+        if hasattr(blazen.Providers, "anthropic"):
+            self.formats = ("openai", "anthropic")
+
+    def _model(self, spec: Spec) -> Any:
+        key = spec.path()
+        model = self.models.get(key)
+        if model is None:
+            providers = self.blazen.Providers
+            opts: dict[str, Any] = {"max_retries": 0, "max_connections": 64}
+            if spec.fmt == "openai":
+                model = providers.openai(api_key=KEY, base_url=self.base + key + "/v1", **opts)
+            else:
+                model = providers.anthropic(api_key=KEY, base_url=self.base + key, **opts)
+            self.models[key] = model
+        return model
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        # The response keeps the text and the tool calls; the callback sees every chunk.
+        def on_chunk(chunk: Any) -> None:
+            if chunk.content_delta is not None and on_text is not None:
+                on_text()
+
+        try:
+            resp = self.blazen.Streaming.complete(self._model(spec), self.req, on_chunk=on_chunk)
+        except self.blazen.CallbackError as exc:
+            raise exc.__cause__ from None  # type: ignore[misc]
+        assert resp is not None
+        return resp.content, tuple(c.arguments_json for c in resp.tool_calls)
+
+    def cancel_during(
+        self, spec: Spec, after: int, fire: Callable[[Callable[[], None]], None]
+    ) -> None:
+        token = self.blazen.CancelToken()
+        count = [0]
+
+        def on_chunk(chunk: Any) -> None:
+            if chunk.content_delta is not None:
+                count[0] += 1
+                if count[0] == after:
+                    fire(token.cancel)
+
+        self.blazen.Streaming.complete(
+            self._model(spec), self.req, on_chunk=on_chunk, on_error=_noop, cancel=token
+        )
+
+    def close(self) -> None:
+        for model in self.models.values():
+            model.close()
+        self.models.clear()
+
+
+class BlazenBaseline(Blazen):
+    """blazen imported from another checkout (``--baseline PATH``): the "before" of a run."""
+
+    name = "blazen (baseline)"
+
+    def __init__(self, base: str) -> None:
+        # The runner process imports nothing of blazen before this: put the checkout first.
+        sys.path.insert(0, os.environ["BLAZEN_BASELINE"])
+        super().__init__(base)
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+# -- requests + sseclient-py, as sseclient-py's README shows ------------------------------
+
+
+class RequestsSSEClient(Client):
+    name = "requests + sseclient-py"
+    formats = ("openai", "anthropic")
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        import requests
+        import sseclient
+
+        self.requests = requests
+        self.sseclient = sseclient
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        if spec.fmt == "openai":
+            url = self.base + spec.path() + "/v1/chat/completions"
+        else:
+            url = self.base + spec.path() + "/v1/messages"
+        response = self.requests.post(
+            url,
+            stream=True,
+            headers={"Accept": "text/event-stream", "Authorization": f"Bearer {KEY}"},
+            json={"model": "m", "messages": MESSAGES, "stream": True},
+        )
+        client = self.sseclient.SSEClient(response)
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        for event in client.events():
+            if spec.fmt == "openai":
+                if event.data == "[DONE]":
+                    break
+                obj = json.loads(event.data)
+                if not obj["choices"]:
+                    continue
+                delta = obj["choices"][0]["delta"]
+                if delta.get("content"):
+                    text.append(delta["content"])
+                    if on_text is not None:
+                        on_text()
+                for tc in delta.get("tool_calls") or ():
+                    args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
+            else:
+                obj = json.loads(event.data)
+                if obj["type"] == "content_block_delta":
+                    delta = obj["delta"]
+                    if delta["type"] == "text_delta":
+                        text.append(delta["text"])
+                        if on_text is not None:
+                            on_text()
+                    else:
+                        args.setdefault(obj["index"], []).append(delta["partial_json"])
+                elif obj["type"] == "message_stop":
+                    break
+        return "".join(text), _collect_tools(args)
+
+
+# -- httpx + httpx-sse -----------------------------------------------------------------
+
+
+class HttpxSSE(Client):
+    name = "httpx + httpx-sse"
+    formats = ("openai", "anthropic")
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        import httpx
+        import httpx_sse
+
+        self.client = httpx.Client(
+            timeout=60, limits=httpx.Limits(max_connections=1000, max_keepalive_connections=64)
+        )
+        self.connect_sse = httpx_sse.connect_sse
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        if spec.fmt == "openai":
+            url = self.base + spec.path() + "/v1/chat/completions"
+        else:
+            url = self.base + spec.path() + "/v1/messages"
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        body = {"model": "m", "messages": MESSAGES, "stream": True}
+        with self.connect_sse(
+            self.client, "POST", url, json=body, headers={"Authorization": f"Bearer {KEY}"}
+        ) as source:
+            for sse in source.iter_sse():
+                if spec.fmt == "openai":
+                    if sse.data == "[DONE]":
+                        break
+                    obj = json.loads(sse.data)
+                    if not obj["choices"]:
+                        continue
+                    delta = obj["choices"][0]["delta"]
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                        if on_text is not None:
+                            on_text()
+                    for tc in delta.get("tool_calls") or ():
+                        args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
+                else:
+                    obj = json.loads(sse.data)
+                    if obj["type"] == "content_block_delta":
+                        delta = obj["delta"]
+                        if delta["type"] == "text_delta":
+                            text.append(delta["text"])
+                            if on_text is not None:
+                                on_text()
+                        else:
+                            args.setdefault(obj["index"], []).append(delta["partial_json"])
+                    elif obj["type"] == "message_stop":
+                        break
+        return "".join(text), _collect_tools(args)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+# -- the official SDKs -----------------------------------------------------------------
+
+
+class OpenAISDK(Client):
+    name = "openai SDK"
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        import openai
+
+        self.root = openai.OpenAI(api_key=KEY, base_url=base + "/v1", max_retries=0)
+        self.clients: dict[str, Any] = {}
+
+    def _client(self, spec: Spec) -> Any:
+        key = spec.path()
+        if key not in self.clients:
+            # with_options shares the root client's connection pool.
+            self.clients[key] = self.root.with_options(base_url=self.base + key + "/v1")
+        return self.clients[key]
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        stream = self._client(spec).chat.completions.create(
+            model="gpt-4o-mini",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        with stream:
+            for chunk in stream:
+                if not chunk.choices:
+                    continue
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    text.append(delta.content)
+                    if on_text is not None:
+                        on_text()
+                for tc in delta.tool_calls or ():
+                    args.setdefault(tc.index, []).append(tc.function.arguments)
+        return "".join(text), _collect_tools(args)
+
+    def close(self) -> None:
+        self.root.close()
+        self.clients.clear()
+
+
+class AnthropicSDK(Client):
+    name = "anthropic SDK"
+    formats = ("anthropic",)
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        import anthropic
+
+        self.root = anthropic.Anthropic(api_key=KEY, base_url=base, max_retries=0)
+        self.clients: dict[str, Any] = {}
+
+    def _client(self, spec: Spec) -> Any:
+        key = spec.path()
+        if key not in self.clients:
+            self.clients[key] = self.root.with_options(base_url=self.base + key)
+        return self.clients[key]
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        stream = self._client(spec).messages.create(
+            model="claude-sonnet-4-20250514", max_tokens=256, messages=MESSAGES, stream=True
+        )
+        with stream:
+            for event in stream:
+                if event.type == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        text.append(delta.text)
+                        if on_text is not None:
+                            on_text()
+                    elif delta.type == "input_json_delta":
+                        args.setdefault(event.index, []).append(delta.partial_json)
+        return "".join(text), _collect_tools(args)
+
+    def close(self) -> None:
+        self.root.close()
+        self.clients.clear()
+
+
+class LiteLLM(Client):
+    name = "litellm"
+
+    def __init__(self, base: str) -> None:
+        super().__init__(base)
+        # Never reach the network for the model price list.
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        litellm.telemetry = False
+        self.litellm = litellm
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        response = self.litellm.completion(
+            model="openai/gpt-4o-mini",
+            api_base=self.base + spec.path() + "/v1",
+            api_key=KEY,
+            messages=MESSAGES,
+            stream=True,
+            max_retries=0,
+        )
+        for chunk in response:
+            if not chunk.choices:
+                continue
+            delta = chunk.choices[0].delta
+            if delta.content:
+                text.append(delta.content)
+                if on_text is not None:
+                    on_text()
+            for tc in delta.tool_calls or ():
+                args.setdefault(tc.index, []).append(tc.function.arguments or "")
+        return "".join(text), _collect_tools(args)
+
+
+CLIENTS: dict[str, type[Client]] = {
+    "raw": RawSocket,
+    "blazen": Blazen,
+    "blazen-baseline": BlazenBaseline,
+    "requests-sseclient": RequestsSSEClient,
+    "httpx-sse": HttpxSSE,
+    "openai": OpenAISDK,
+    "anthropic": AnthropicSDK,
+    "litellm": LiteLLM,
+}
+
+#: The Python module each client needs, to skip those not installed.
+MODULES = {
+    "raw": "json",
+    "blazen": "blazen",
+    "blazen-baseline": "blazen",
+    "requests-sseclient": "sseclient",
+    "httpx-sse": "httpx_sse",
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "litellm": "litellm",
+}
+
+#: What ``import`` costs for each client (scenario e).
+IMPORTS = {
+    "raw": "import socket, json",
+    "blazen": "import blazen",
+    "blazen-baseline": "import blazen",
+    "requests-sseclient": "import requests, sseclient",
+    "httpx-sse": "import httpx, httpx_sse",
+    "openai": "import openai",
+    "anthropic": "import anthropic",
+    "litellm": "import litellm",
+}
+
+
+def make_client(key: str, base: str) -> Client:
+    """The client registered under ``key``, connected to the benchmark server at ``base``."""
+    return CLIENTS[key](base)

@@ -1,0 +1,140 @@
+"""Chunked transfer decoding that cuts a whole socket read into its chunks at once.
+
+http.client returns one chunk per ``read1`` and parses each size line with ``readline``;
+providers send one event per chunk, so that costs more per event than the event's JSON.
+"""
+
+from __future__ import annotations
+
+import http.client
+import weakref
+from typing import Callable, Optional
+
+import requests
+
+__all__ = ["chunked_body"]
+
+_READ_SIZE = 65536
+_MAX_LINE = 65536
+
+
+# One reader per response, so that release() drains from where the stream stopped reading.
+_chunked_bodies: weakref.WeakKeyDictionary[http.client.HTTPResponse, _ChunkedBody] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def chunked_body(resp: requests.Response) -> Optional[_ChunkedBody]:
+    inner = getattr(resp.raw, "_fp", None)
+    if not isinstance(inner, http.client.HTTPResponse):
+        return None
+    body = _chunked_bodies.get(inner)
+    if (
+        body is None
+        and inner.chunked
+        and inner.chunk_left is None  # http.client has read none of the body
+        and inner.fp is not None
+        and resp.headers.get("Content-Encoding", "identity").lower() == "identity"
+    ):
+        body = _chunked_bodies[inner] = _ChunkedBody(inner)
+    return body
+
+
+class _ChunkedBody:
+    """The data of a chunked body, one piece per socket read however many chunks it holds.
+
+    http.client returns one chunk per ``read1`` and parses each size line with ``readline``;
+    providers send one event per chunk, so that costs more per event than the event's JSON.
+    Here the socket's buffer is read in blocks and the chunks are cut out of it. At the end
+    the response is closed as http.client closes it, so the connection can be pooled again;
+    a body cut short raises ``IncompleteRead``, as http.client does.
+    """
+
+    __slots__ = ("_buf", "_inner", "_left", "_read1", "_skip", "done")
+
+    def __init__(self, inner: http.client.HTTPResponse) -> None:
+        assert inner.fp is not None
+        self._inner = inner
+        self._read1: Callable[[int], bytes] = inner.fp.read1
+        self._buf = b""
+        self._left = 0  # bytes of the current chunk's data still to come
+        self._skip = 0  # bytes of the CRLF that ends a chunk's data still to come
+        self.done = False
+
+    def read(self) -> bytes:
+        """The data of every chunk in the next socket read; ``b""`` at the end of the body."""
+        out: list[bytes] = []
+        while not out and not self.done:
+            data = self._read1(_READ_SIZE)
+            if not data:
+                raise http.client.IncompleteRead(b"")
+            self._cut(self._buf + data if self._buf else data, out)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _cut(self, buf: bytes, out: list[bytes]) -> None:
+        pos = 0
+        end = len(buf)
+        left = self._left
+        skip = self._skip
+        while pos < end:
+            if left:
+                stop = pos + left
+                if stop > end:
+                    out.append(buf[pos:] if pos else buf)
+                    left = stop - end
+                    pos = end
+                    break
+                out.append(buf[pos:stop])
+                pos = stop
+                left = 0
+                skip = 2
+            if skip:
+                step = min(skip, end - pos)
+                pos += step
+                skip -= step
+                if skip:
+                    break
+            nl = buf.find(b"\r\n", pos)
+            if nl < 0:
+                if end - pos > _MAX_LINE:
+                    raise http.client.LineTooLong("chunk size")
+                break
+            size = _chunk_size(buf[pos:nl])
+            pos = nl + 2
+            if size == 0:
+                _discard_trailer(buf[pos:], self._read1)
+                self.done = True
+                self._inner.close()
+                break
+            left = size
+        self._buf = buf[pos:] if pos < end else b""
+        self._left = left
+        self._skip = skip
+
+
+def _chunk_size(line: bytes) -> int:
+    # As http.client reads it: extensions after ";" ignored, anything unreadable is a cut body.
+    try:
+        size = int(line.split(b";", 1)[0], 16)
+    except ValueError:
+        raise http.client.IncompleteRead(b"") from None
+    if size < 0:
+        raise http.client.IncompleteRead(b"")
+    return size
+
+
+def _discard_trailer(rest: bytes, read1: Callable[[int], bytes]) -> None:
+    # Trailer fields up to the empty line; like http.client, EOF instead of it is accepted.
+    while True:
+        nl = rest.find(b"\n")
+        if nl < 0:
+            if len(rest) > _MAX_LINE:
+                raise http.client.LineTooLong("trailer line")
+            data = read1(_READ_SIZE)
+            if not data:
+                return
+            rest += data
+            continue
+        line, rest = rest[: nl + 1], rest[nl + 1 :]
+        if line in (b"\r\n", b"\n"):
+            return

@@ -1,0 +1,98 @@
+"""blazen's reading of chunked bodies: every way the framing can be cut across reads.
+
+The transport cuts the chunks of a ``Transfer-Encoding: chunked`` body out of the socket
+buffer itself (http.client does it one chunk per call, which costs more than the event).
+These tests write hand-made chunked framing, split at awkward places, over a real socket.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import blazen
+from blazen import Streaming
+from blazen.testing import Drop, Pause, Recorder, Reply, openai_sse, split_bytes
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+WORDS = ["Hel", "lo", ", wor", "ld", "!"]
+
+
+def framed(events: list[bytes], *, ext: bytes = b"", trailer: bytes = b"") -> bytes:
+    """The events as a chunked body: one chunk each, then the last chunk and trailers."""
+    body = b"".join(b"%x%s\r\n%s\r\n" % (len(e), ext, e) for e in events)
+    return body + b"0\r\n" + trailer + b"\r\n"
+
+
+def model_for(server: blazen.testing.StreamServer) -> blazen.ChatModel:
+    return blazen.Providers.openai_compat("test", server.base_url, max_retries=0)
+
+
+def paced(data: bytes, cuts: list[int]) -> list[object]:
+    # A pause between writes makes each one arrive in its own socket read.
+    out: list[object] = []
+    for piece in split_bytes(data, cuts):
+        out += [piece, Pause(0.003)]
+    return out
+
+
+def test_chunks_split_anywhere_across_reads_give_the_same_text(server, req):
+    """Size lines, data and CRLFs cut between reads at many offsets still decode exactly."""
+    body = framed(openai_sse(WORDS))
+    for start in range(0, 40, 3):
+        server.add(Reply(raw=True, body=[HEAD, *paced(body, list(range(start, len(body), 41)))]))
+        resp = Streaming.complete(model_for(server), req)
+        assert resp is not None and resp.content == "Hello, world!"
+
+
+def test_many_chunks_in_one_read_are_all_delivered(server, req):
+    """A whole body in one write (one read) yields every event, in order."""
+    server.add(Reply(raw=True, body=[HEAD + framed(openai_sse(WORDS))]))
+    rec = Recorder()
+    Streaming.complete(model_for(server), req, rec.handler)
+    assert rec.text == "Hello, world!" and rec.kinds[-1] == "done"
+
+
+def test_chunk_extensions_and_trailers_are_accepted(server, req):
+    """`;name=value` after a size and trailer fields after the last chunk are skipped."""
+    body = framed(openai_sse(WORDS), ext=b";foo=bar", trailer=b"X-Trailer: 1\r\nX-Other: 2\r\n")
+    server.add(Reply(raw=True, body=[HEAD, *paced(body, [len(body) - 20, len(body) - 3])]))
+    resp = Streaming.complete(model_for(server), req)
+    assert resp is not None and resp.content == "Hello, world!"
+
+
+def test_an_event_split_over_many_chunks_is_reassembled(server, req):
+    """One event spread over several tiny chunks is one event."""
+    events = openai_sse(WORDS)
+    pieces = [p for e in events for p in split_bytes(e, range(7, len(e), 7))]
+    server.add(Reply(raw=True, body=[HEAD, *paced(framed(pieces), [100, 200, 300])]))
+    resp = Streaming.complete(model_for(server), req)
+    assert resp is not None and resp.content == "Hello, world!"
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(b"1f\r\ndata: ", id="inside-a-chunk"),
+        pytest.param(b"1f", id="inside-a-size-line"),
+        pytest.param(b"zz\r\n", id="size-not-hex"),
+    ],
+)
+def test_a_body_cut_or_garbled_is_one_connection_error(server, req, cut):
+    """After a real event, a truncated or garbled chunk is a ConnectionError, nothing else."""
+    events = openai_sse(WORDS)
+    good = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events[:2])
+    server.add(Reply(raw=True, body=[HEAD + good, Pause(0.01), cut, Drop()]))
+    rec = Recorder()
+    Streaming.complete(model_for(server), req, rec.handler)
+    assert rec.kinds == ["chunk", "error"] and isinstance(rec.error, blazen.ConnectionError)
+    assert rec.error.partial == "Hel"
+
+
+def test_two_chunked_streams_share_one_connection(server, req):
+    """After the last chunk the connection goes back to the pool and serves the next stream."""
+    server.add(Reply.sse(openai_sse(WORDS)), Reply.sse(openai_sse(WORDS)))
+    model = model_for(server)
+    for _ in range(2):
+        resp = Streaming.complete(model, req)
+        assert resp is not None and resp.content == "Hello, world!"
+    assert len(server.connections) == 1 and server.connections[0].requests == 2

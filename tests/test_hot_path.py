@@ -1,0 +1,73 @@
+"""The shortcuts blazen takes per streamed event give exactly what the plain code gives."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+
+import blazen
+from blazen._types import _stream_chunk
+from blazen.providers._base import parse_json
+from blazen.providers._state import StreamState
+
+
+def test_the_hot_path_chunk_builder_makes_the_same_value_as_the_constructor():
+    """Streamed chunks are built without the keyword __init__; the values are identical."""
+    calls = (blazen.ToolCall("call_1", "f", '{"a": 1}'),)
+    fast = _stream_chunk("hi", "hmm", calls)
+    slow = blazen.StreamChunk(content_delta="hi", reasoning_delta="hmm", tool_calls=calls)
+    assert fast == slow and repr(fast) == repr(slow) and hash(fast) == hash(slow)
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        fast.content_delta = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"a": 1}',
+        ' {"a": [1, 2.5, "x\\u00e9"]} ',
+        '{"a": 1}\n',
+        '{"nested": {"b": null, "c": true}}',
+    ],
+)
+def test_parse_json_decodes_what_json_loads_decodes(data):
+    """Payloads with or without surrounding whitespace decode as json.loads decodes them."""
+    assert parse_json("p", data) == json.loads(data)
+
+
+@pytest.mark.parametrize(
+    "data", ['{"a": 1} x', '{"a": 1}{"b": 2}', "{'a': 1}", "", "nope", "[1]", "3"]
+)
+def test_parse_json_rejects_what_is_not_one_json_object(data):
+    """Trailing data, invalid JSON and non-objects are malformed payloads, never raw errors."""
+    with pytest.raises(blazen.ProviderError, match="cannot read"):
+        parse_json("p", data)
+
+
+def test_text_kept_in_blocks_reads_back_whole():
+    """Text streamed in many deltas (more than one block of them) reads back in order."""
+    state = StreamState()
+    parts = [f"w{i} " for i in range(1000)]
+    for p in parts:
+        state.emit(p, "r")
+    assert state.text == "".join(parts) and state.reasoning == "r" * 1000
+    assert state.response().content == "".join(parts)
+
+
+def test_every_snapshot_equals_one_rebuilt_from_all_fragments_so_far():
+    """Snapshots reuse the ToolCall of calls a delta did not touch; each still shows all so far."""
+    state = StreamState()
+    seen: dict[int, list[str]] = {0: [], 1: [], 2: []}
+    names = {0: "a", 1: "b", 2: "c"}
+    for step in range(60):
+        index = (step * 7) % 3
+        piece = f"p{step},"
+        seen[index].append(piece)
+        state.tool_delta(index, f"id{index}", names[index], piece)
+        chunk = state.emit(None, None)
+        assert chunk is not None
+        expected = [(f"id{i}", names[i], "".join(seen[i])) for i in sorted(seen) if seen[i]]
+        got = [(c.id, c.name, c.arguments_json) for c in chunk.tool_calls]
+        assert sorted(got) == sorted(expected)
