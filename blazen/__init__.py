@@ -6,7 +6,9 @@ the request builders.
 
 from __future__ import annotations
 
+import importlib
 import logging
+from typing import TYPE_CHECKING, Any
 
 from ._cancel import CancelToken, cancel_scope
 from ._lifecycle import init, shutdown
@@ -14,7 +16,6 @@ from ._llm import Llm
 from ._model import ChatModel, ModelOptions
 from ._providers import Providers
 from ._streaming import Streaming
-from ._tools import Tool, tool
 from ._types import (
     ChatMessage,
     CompletionRequest,
@@ -29,7 +30,6 @@ from ._types import (
 from ._version import __version__
 from ._workflow_events import Event, StepOutput, WorkflowResult
 from ._workflow_run import Context
-from .agent import Agent, AgentResult, ToolResult
 from .errors import (
     AgentError,
     AuthError,
@@ -52,6 +52,10 @@ from .errors import (
     WorkflowError,
 )
 from .workflow import Workflow, workflow
+
+if TYPE_CHECKING:
+    from ._tools import Tool, tool
+    from .agent import Agent, AgentResult, ToolResult
 
 __all__ = [
     "Agent",
@@ -107,3 +111,23 @@ __all__ = [
 
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())
+
+# The agent and its tool machinery (asyncio, inspect, schema building) load on first use:
+# `import blazen` stays as cheap as the streaming core needs.
+_LAZY = {
+    "Agent": ".agent",
+    "AgentResult": ".agent",
+    "ToolResult": ".agent",
+    "Tool": "._tools",
+    "tool": "._tools",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'blazen' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

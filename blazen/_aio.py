@@ -62,6 +62,10 @@ async def complete_async(
         while not exited:
             tag, _ = await events.get()
             exited = tag == EXIT
+        # EXIT is the worker's last act; the thread ends a few instructions later. Wait for
+        # that off the loop, so that no worker outlives the call.
+        if run.thread.is_alive():
+            await loop.run_in_executor(None, run.thread.join)
 
     unsubscribe = delivery.subscribe()
     try:

@@ -9,9 +9,9 @@ from ._factory import check_url, env_url, openai_format, pop_option, resolve_key
 from ._model import ChatModel, ModelOptions
 from ._presets import CompatPresets
 from .errors import ValidationError
-from .providers.anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
-from .providers.gemini import GeminiWire
-from .providers.ollama import OllamaWire
+
+# Each native wire format is imported by its own factory, on first use: a program that only
+# talks to one provider does not pay for parsing the others' modules at `import blazen`.
 
 __all__ = ["Providers"]
 
@@ -131,6 +131,8 @@ class Providers(CompatPresets):
         Extra options: ``anthropic_version`` (``2023-06-01``) and ``default_max_tokens``
         (4096), sent when the request has no ``max_tokens`` (the API requires one).
         """
+        from .providers.anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
+
         options = dict(options)
         version = pop_option(options, "anthropic_version", DEFAULT_VERSION, str)
         max_tokens = pop_option(options, "default_max_tokens", DEFAULT_MAX_TOKENS, int)
@@ -168,6 +170,8 @@ class Providers(CompatPresets):
         opts = ModelOptions.from_kwargs("gemini", options)
         base = check_url("gemini", base_url or "https://generativelanguage.googleapis.com/v1beta")
         name = model or "gemini-2.5-flash"
+        from .providers.gemini import GeminiWire
+
         wire = GeminiWire(base_url=base, api_key=key, model=name, headers=opts.headers)
         return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
 
@@ -186,5 +190,7 @@ class Providers(CompatPresets):
         opts = ModelOptions.from_kwargs("ollama", options)
         base = check_url("ollama", base_url or "http://localhost:11434")
         name = model or "llama3.2"
+        from .providers.ollama import OllamaWire
+
         wire = OllamaWire(base_url=base, api_key=key, model=name, headers=opts.headers)
         return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))

@@ -10,14 +10,16 @@ This module knows nothing of HTTP.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import inspect
 import math
 import threading
 from collections.abc import Iterable
-from typing import Any, Callable, Optional, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, overload
+
+if TYPE_CHECKING:
+    import asyncio
 
 from ._cancel import CancelToken, ambient_token
 from ._workflow_events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult
@@ -324,6 +326,8 @@ class Workflow:
         ``on_event`` runs on the event loop, in order, and may be a coroutine function.
         Cancelling the awaiting task cancels the run (and the streams in its steps).
         """
+        import asyncio  # only async runs pay for importing asyncio
+
         loop = asyncio.get_running_loop()
         inbox: asyncio.Queue[Optional[Event]] = asyncio.Queue()
 
