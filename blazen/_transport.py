@@ -164,6 +164,7 @@ class Transport:
         self._verify = verify
         self._lock = threading.Lock()
         self._session: Optional[requests.Session] = None
+        self._proxy_cache: dict[str, dict[str, str]] = {}
 
     def _get_session(self) -> requests.Session:
         session = self._session
@@ -178,6 +179,15 @@ class Transport:
                     session.mount("https://", adapter)
                     self._session = session
         return session
+
+    def _proxies(self, url: str) -> dict[str, str]:
+        # Reading the proxy variables walks and decodes the whole environment, twice: that
+        # was a quarter of the CPU a short stream costs. Like httpx, read them once per
+        # client (here per model and URL) rather than on every request.
+        proxies = self._proxy_cache.get(url)
+        if proxies is None:
+            proxies = self._proxy_cache[url] = requests.utils.get_environ_proxies(url)
+        return proxies
 
     def close(self) -> None:
         """Close every pooled connection."""
@@ -217,7 +227,7 @@ class Transport:
                 timeout=(connect_timeout, read_timeout),
                 allow_redirects=False,
                 verify=self._verify,
-                proxies=requests.utils.get_environ_proxies(request.url),
+                proxies=self._proxies(request.url),
             )
         finally:
             _local.abort = None
