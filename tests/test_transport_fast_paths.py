@@ -1,8 +1,9 @@
-"""blazen's reading of chunked bodies: every way the framing can be cut across reads.
+"""The transport's shortcuts over a real socket: chunked bodies and proxy settings.
 
 The transport cuts the chunks of a ``Transfer-Encoding: chunked`` body out of the socket
-buffer itself (http.client does it one chunk per call, which costs more than the event).
-These tests write hand-made chunked framing, split at awkward places, over a real socket.
+buffer itself (http.client does it one chunk per call, which costs more than the event), and
+reads the proxy variables once per model. These tests write hand-made chunked framing, split
+at awkward places, and check that proxies are still honoured.
 """
 
 from __future__ import annotations
@@ -96,3 +97,18 @@ def test_two_chunked_streams_share_one_connection(server, req):
         resp = Streaming.complete(model, req)
         assert resp is not None and resp.content == "Hello, world!"
     assert len(server.connections) == 1 and server.connections[0].requests == 2
+
+
+def test_proxy_variables_are_honoured_and_read_once_per_model(server, req, monkeypatch):
+    """HTTP_PROXY routes the request through the proxy; a model reads it once, a new model again."""
+    monkeypatch.setenv("HTTP_PROXY", server.url)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    server.add(Reply.sse(openai_sse(WORDS)), Reply.sse(openai_sse(WORDS)))
+    model = blazen.Providers.openai_compat("test", "http://provider.invalid/v1", max_retries=0)
+    resp = Streaming.complete(model, req)
+    assert resp is not None and resp.content == "Hello, world!"
+    assert server.requests[0].path == "http://provider.invalid/v1/chat/completions"
+    monkeypatch.delenv("HTTP_PROXY")
+    resp = Streaming.complete(model, req)  # the same model keeps the proxy it read
+    assert resp is not None and len(server.requests) == 2
