@@ -26,6 +26,7 @@ __all__ = [
     "WireFormat",
     "call_arguments",
     "error_from_body",
+    "error_from_http",
     "image_source",
     "malformed",
     "parse_json",
@@ -265,3 +266,17 @@ def call_arguments(provider: str, call: ToolCall) -> dict[str, Any]:
             f"({call.name}) has {call.arguments_json[:200]!r}"
         )
         raise ValidationError(msg) from exc
+
+
+def error_from_http(
+    provider: str, status: int, headers: Mapping[str, str], body: str
+) -> ProviderError:
+    """The error for a non-success HTTP response whose body may or may not be JSON."""
+    try:
+        payload: Any = json.loads(body)
+    except ValueError:
+        payload = None
+    # Google wraps even an error in a JSON array when the request was not alt=sse.
+    if isinstance(payload, list) and payload:
+        payload = payload[0]
+    return error_from_body(provider, status, payload, headers=headers, raw=body)

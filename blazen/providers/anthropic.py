@@ -30,6 +30,7 @@ from ._base import (
     HttpRequest,
     call_arguments,
     error_from_body,
+    error_from_http,
     image_source,
     malformed,
     parse_json,
@@ -305,8 +306,4 @@ class AnthropicWire:
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""
-        try:
-            payload: Any = json.loads(body)
-        except ValueError:
-            payload = None
-        return error_from_body(self.provider, status, payload, headers=headers, raw=body)
+        return error_from_http(self.provider, status, headers, body)

@@ -28,6 +28,7 @@ from ._base import (
     HttpRequest,
     call_arguments,
     error_from_body,
+    error_from_http,
     image_source,
     malformed,
     parse_json,
@@ -263,11 +264,4 @@ class GeminiWire:
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""
-        try:
-            payload: Any = json.loads(body)
-        except ValueError:
-            payload = None
-        # Without alt=sse, Google wraps even an error in a JSON array.
-        if isinstance(payload, list) and payload:
-            payload = payload[0]
-        return error_from_body(self.provider, status, payload, headers=headers, raw=body)
+        return error_from_http(self.provider, status, headers, body)

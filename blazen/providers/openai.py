@@ -20,7 +20,7 @@ from typing import Any, Optional
 
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError
-from ._base import HttpRequest, error_from_body, malformed, parse_json
+from ._base import HttpRequest, error_from_body, error_from_http, malformed, parse_json
 from ._state import StreamState
 
 __all__ = ["OpenAIWire", "openai_messages"]
@@ -227,8 +227,4 @@ class OpenAIWire:
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""
-        try:
-            payload: Any = json.loads(body)
-        except ValueError:
-            payload = None
-        return error_from_body(self.provider, status, payload, headers=headers, raw=body)
+        return error_from_http(self.provider, status, headers, body)
