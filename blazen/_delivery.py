@@ -122,7 +122,10 @@ class Delivery:
             if end is not None:
                 left = end - now()
                 wait = left if wait is None or left < wait else wait
-            item = yield (WAIT, None if wait is None else max(wait, 0.0))
+            # A deadline that has passed wins even when events are queued: a caller slower
+            # than the stream must still hit its total timeout.
+            expired = end is not None and now() >= end
+            item = None if expired else (yield (WAIT, None if wait is None else max(wait, 0.0)))
             if item is None:
                 yield from self._fail(self._timed_out(end, idle, total), stop=True)
                 return None

@@ -447,3 +447,18 @@ def test_tls_verification_is_on_by_default(server):
     """verify defaults to True; turning it off is explicit."""
     assert make_model(server).options.verify is True
     assert make_model(server, verify=False).options.verify is False
+
+
+def test_total_timeout_holds_even_when_the_caller_is_slower_than_the_stream(server, req, complete):
+    """Events always queued (a slow on_chunk): the total timeout still ends the stream."""
+    server.add(Reply.sse(openai_sse([f"w{i} " for i in range(200)])))
+
+    def slow(chunk):
+        time.sleep(0.01)
+
+    rec = Recorder()
+    t0 = time.monotonic()
+    complete(make_model(server), req, on_chunk=slow, on_error=rec.on_error, timeout=0.3)
+    took = time.monotonic() - t0
+    assert isinstance(rec.error, blazen.TimeoutError) and rec.error.limit == "total"
+    assert took < 1.0
