@@ -311,10 +311,15 @@ def run(
                 for key in clients:
                     if key in SLOW and not sizes.quick:
                         continue
+                    # Two sizes: what grows between them is the cost per chunk, apart from
+                    # what any stream costs once (buffers, a thread's stack, allocator slack).
                     got = _memory(key, base, sizes.g)
-                    if "error" in got or got.get("ok") is False:
-                        results["errors"].append(f"{key} memory: {got}")
+                    half = _memory(key, base, sizes.g // 2)
+                    if any("error" in x or x.get("ok") is False for x in (got, half)):
+                        results["errors"].append(f"{key} memory: {got} {half}")
                     else:
+                        got["half_peak_kib"] = half["peak_kib"]
+                        got["half_text_kib"] = half["text_kib"]
                         add("g", key, got)
     finally:
         assert server.stdin is not None

@@ -84,9 +84,15 @@ class _Text:
         return bool(self._parts or self._blocks)
 
     def __str__(self) -> str:
-        if not self._blocks:
-            return "".join(self._parts)
-        return "".join(self._blocks) + "".join(self._parts)
+        # Join once into a single block: the peak is the blocks plus the whole text (no
+        # third copy from joining the tail separately), and reading it again costs nothing.
+        blocks = self._blocks
+        if self._parts:
+            blocks.append("".join(self._parts))
+            self._parts.clear()
+        if len(blocks) > 1:
+            blocks[:] = ["".join(blocks)]
+        return blocks[0] if blocks else ""
 
 
 class _Call:
