@@ -12,8 +12,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -96,7 +98,11 @@ class RawSocket(Client):
         return sock, buf.split(b"\r\n\r\n", 1)[1]
 
     def _events(self, sock: socket.socket, raw: bytes) -> Any:
-        # Chunked decoding, then SSE events split on blank lines.
+        for batch in self._reads(sock, raw):
+            yield from batch
+
+    def _reads(self, sock: socket.socket, raw: bytes) -> Any:
+        # Chunked decoding, then SSE events split on blank lines: a list per socket read.
         recv = sock.recv
         body = b""
         pos = 0
@@ -119,13 +125,16 @@ class RawSocket(Client):
             if out:
                 body += b"".join(out)
                 start = 0
+                events = []
                 while True:
                     cut = body.find(b"\n\n", start)
                     if cut < 0:
                         break
-                    yield body[start:cut]
+                    events.append(body[start:cut])
                     start = cut + 2
                 body = body[start:]
+                if events:
+                    yield events
             if finished:
                 return
             raw = raw[pos:]
@@ -136,42 +145,45 @@ class RawSocket(Client):
             raw += data
 
     def _run(self, spec: Spec, sock: socket.socket, raw: bytes, on_text: Any) -> Result:
+        try:
+            return self._consume(spec, self._events(sock, raw), on_text)
+        finally:
+            sock.close()
+
+    def _consume(self, spec: Spec, events: Any, on_text: Any) -> Result:
         text: list[str] = []
         args: dict[int, list[str]] = {}
         loads = json.loads
-        try:
-            for event in self._events(sock, raw):
-                data = event[event.index(b"data: ") + 6 :]
-                if spec.fmt == "openai":
-                    if data == b"[DONE]":
-                        break
-                    obj = loads(data)
-                    choices = obj["choices"]
-                    if not choices:
-                        continue
-                    delta = choices[0]["delta"]
-                    content = delta.get("content")
-                    if content:
-                        text.append(content)
+        for event in events:
+            data = event[event.index(b"data: ") + 6 :]
+            if spec.fmt == "openai":
+                if data == b"[DONE]":
+                    break
+                obj = loads(data)
+                choices = obj["choices"]
+                if not choices:
+                    continue
+                delta = choices[0]["delta"]
+                content = delta.get("content")
+                if content:
+                    text.append(content)
+                    if on_text is not None:
+                        on_text()
+                for tc in delta.get("tool_calls") or ():
+                    args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
+            else:
+                obj = loads(data)
+                kind = obj["type"]
+                if kind == "content_block_delta":
+                    delta = obj["delta"]
+                    if delta["type"] == "text_delta":
+                        text.append(delta["text"])
                         if on_text is not None:
                             on_text()
-                    for tc in delta.get("tool_calls") or ():
-                        args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
-                else:
-                    obj = loads(data)
-                    kind = obj["type"]
-                    if kind == "content_block_delta":
-                        delta = obj["delta"]
-                        if delta["type"] == "text_delta":
-                            text.append(delta["text"])
-                            if on_text is not None:
-                                on_text()
-                        else:
-                            args.setdefault(obj["index"], []).append(delta["partial_json"])
-                    elif kind == "message_stop":
-                        break
-        finally:
-            sock.close()
+                    else:
+                        args.setdefault(obj["index"], []).append(delta["partial_json"])
+                elif kind == "message_stop":
+                    break
         return "".join(text), _collect_tools(args)
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
@@ -194,6 +206,50 @@ class RawSocket(Client):
 
         with contextlib.suppress(OSError, ValueError):
             self._run(spec, sock, raw, on_text)
+
+
+class RawThreaded(RawSocket):
+    """The floor of blazen's thread model: the raw socket read on a worker thread.
+
+    SPEC promise 2 puts the HTTP request and the parsing on a worker thread and the
+    callbacks on the caller's: a thread started per stream and a hand-off per read. This
+    is that shape with nothing else, so (d) shows what the contract itself costs.
+    """
+
+    name = "raw socket + worker thread"
+    can_cancel = False
+
+    def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        sock, raw = self._open(spec)
+        events: queue.SimpleQueue[Optional[list[bytes]]] = queue.SimpleQueue()
+
+        def work() -> None:
+            # One hand-off per socket read, as blazen batches: what one read brought.
+            try:
+                for batch in self._reads(sock, raw):
+                    events.put(batch)
+            except OSError:
+                pass  # the caller shut the socket down (it stopped early)
+            finally:
+                events.put(None)
+
+        worker = threading.Thread(target=work, daemon=True)
+        worker.start()
+
+        def replay() -> Any:
+            while True:
+                batch = events.get()
+                if batch is None:
+                    return
+                yield from batch
+
+        try:
+            return self._consume(spec, replay(), on_text)
+        finally:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            worker.join()
+            sock.close()
 
 
 # -- blazen ----------------------------------------------------------------------------
@@ -222,7 +278,7 @@ class Blazen(Client):
         model = self.models.get(key)
         if model is None:
             providers = self.blazen.Providers
-            opts: dict[str, Any] = {"max_retries": 0, "max_connections": 64}
+            opts: dict[str, Any] = {"max_retries": 0, "max_connections": 256}
             if spec.fmt == "openai":
                 model = providers.openai(api_key=KEY, base_url=self.base + key + "/v1", **opts)
             else:
@@ -523,6 +579,7 @@ class LiteLLM(Client):
 
 CLIENTS: dict[str, type[Client]] = {
     "raw": RawSocket,
+    "raw-threaded": RawThreaded,
     "blazen": Blazen,
     "blazen-baseline": BlazenBaseline,
     "requests-sseclient": RequestsSSEClient,
@@ -535,6 +592,7 @@ CLIENTS: dict[str, type[Client]] = {
 #: The Python module each client needs, to skip those not installed.
 MODULES = {
     "raw": "json",
+    "raw-threaded": "json",
     "blazen": "blazen",
     "blazen-baseline": "blazen",
     "requests-sseclient": "sseclient",
@@ -547,6 +605,7 @@ MODULES = {
 #: What ``import`` costs for each client (scenario e).
 IMPORTS = {
     "raw": "import socket, json",
+    "raw-threaded": "import socket, json, threading, queue",
     "blazen": "import blazen",
     "blazen-baseline": "import blazen",
     "requests-sseclient": "import requests, sseclient",

@@ -139,6 +139,7 @@ class _AbortAware:
     """Connection mixin: connects that a cancel interrupts, and sockets an abort can reach."""
 
     sock: Any
+    _held: Optional[bytes] = None
 
     def _new_conn(self) -> socket.socket:
         abort: Optional[Abort] = getattr(_local, "abort", None)
@@ -162,6 +163,27 @@ class _AbortAware:
             raise urllib3.exceptions.NewConnectionError(
                 me, f"Failed to establish a new connection: {exc}"
             ) from exc
+
+    def request(
+        self, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any
+    ) -> None:
+        # http.client writes the head and then the body: two writes, and on loopback two
+        # wake-ups of the server. A request whose body is bytes goes out in one write.
+        self._held: Optional[bytes] = b"" if isinstance(body, bytes) and body else None
+        try:
+            super().request(method, url, body=body, headers=headers, **kw)  # type: ignore[misc]
+        finally:
+            self._held = None
+
+    def send(self, data: Any) -> None:
+        held = self._held
+        if held is not None:
+            if not held:
+                self._held = bytes(data)  # the head: wait for the body
+                return
+            self._held = None
+            data = held + data
+        super().send(data)  # type: ignore[misc]
 
     def connect(self) -> None:
         super().connect()  # type: ignore[misc]

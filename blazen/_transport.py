@@ -47,6 +47,8 @@ logger = logging.getLogger("blazen")
 USER_AGENT = f"blazen-python/{__version__}"
 _READ_SIZE = 65536
 _ERROR_BODY_CAP = 64 * 1024
+#: Prepared request templates kept per model (distinct URL and header sets).
+_PREPARED_CAP = 64
 
 
 class _Adapter(requests.adapters.HTTPAdapter):
@@ -76,6 +78,7 @@ class Transport:
         self._lock = threading.Lock()
         self._session: Optional[requests.Session] = None
         self._proxy_cache: dict[str, dict[str, str]] = {}
+        self._prepared: dict[tuple[Any, ...], requests.PreparedRequest] = {}
         # Bounds the connections in use at once; the pool keeps at most as many idle ones.
         self._slots = threading.BoundedSemaphore(max_connections)
 
@@ -103,6 +106,29 @@ class Transport:
                     session.mount("https://", adapter)
                     self._session = session
         return session
+
+    def _prepare(self, request: HttpRequest, stream: bool) -> requests.PreparedRequest:
+        # requests prepares a request by parsing and re-validating its URL and every header
+        # (0.13 ms, as much as a short stream's parsing). A model sends the same URL and
+        # headers every time, so prepare them once and copy with the new body.
+        key = (request.method, request.url, stream, *request.headers.items())
+        template = self._prepared.get(key)
+        if template is None:
+            headers = {"User-Agent": USER_AGENT, **request.headers}
+            if stream:
+                # Compression buffers a stream; providers do not compress SSE anyway.
+                headers.setdefault("Accept-Encoding", "identity")
+            prepared = requests.Request(
+                request.method, request.url, headers=headers, data=request.body
+            ).prepare()
+            if len(self._prepared) >= _PREPARED_CAP:
+                self._prepared.clear()
+            self._prepared[key] = prepared
+            return prepared.copy()
+        prepared = template.copy()
+        prepared.body = request.body
+        prepared.headers["Content-Length"] = str(len(request.body))
+        return prepared
 
     def _proxies(self, url: str) -> dict[str, str]:
         # Reading the proxy variables walks and decodes the whole environment, twice: that
@@ -133,13 +159,7 @@ class Transport:
 
         Redirects are never followed: a redirect would carry the key to another host.
         """
-        headers = {"User-Agent": USER_AGENT, **request.headers}
-        if stream:
-            # Compression buffers a stream; providers do not compress SSE anyway.
-            headers.setdefault("Accept-Encoding", "identity")
-        prepared = requests.Request(
-            request.method, request.url, headers=headers, data=request.body
-        ).prepare()
+        prepared = self._prepare(request, stream)
         session = self._get_session()
         local = current()
         local.abort = abort

@@ -1,12 +1,16 @@
-"""The transport's shortcuts over a real socket: chunked bodies and proxy settings.
+"""The transport's shortcuts over a real socket: chunked bodies, requests, proxy settings.
 
 The transport cuts the chunks of a ``Transfer-Encoding: chunked`` body out of the socket
 buffer itself (http.client does it one chunk per call, which costs more than the event), and
-reads the proxy variables once per model. These tests write hand-made chunked framing, split
+reads the proxy variables once per model; it prepares a model's URL and headers once and
+sends each request's head and body in one write. These tests write hand-made chunked framing, split
 at awkward places, and check that proxies are still honoured.
 """
 
 from __future__ import annotations
+
+import socket
+import threading
 
 import pytest
 
@@ -112,3 +116,47 @@ def test_proxy_variables_are_honoured_and_read_once_per_model(server, req, monke
     monkeypatch.delenv("HTTP_PROXY")
     resp = Streaming.complete(model, req)  # the same model keeps the proxy it read
     assert resp is not None and len(server.requests) == 2
+
+
+def test_each_request_carries_its_own_body_and_length_from_one_prepared_template(server):
+    """Requests reuse the model's prepared URL and headers; body and Content-Length are theirs."""
+    model = blazen.Providers.openai_compat("test", server.base_url, api_key="k1", max_retries=0)
+    prompts = ["short", "a much longer prompt " * 20, "x"]
+    server.add(*[Reply.sse(openai_sse(WORDS)) for _ in prompts])
+    for prompt in prompts:
+        resp = Streaming.complete(model, blazen.Llm.completion_request([blazen.Llm.user(prompt)]))
+        assert resp is not None and resp.content == "Hello, world!"
+    assert [r.json()["messages"][0]["content"] for r in server.requests] == prompts
+    for r in server.requests:
+        assert int(r.headers["Content-Length"]) == len(r.body)
+        assert r.headers["Authorization"] == "Bearer k1" and r.path == "/v1/chat/completions"
+    # Another model, other headers: its own template, nothing carried over.
+    other = blazen.Providers.openai_compat(
+        "other", server.base_url, api_key="k2", max_retries=0, headers={"X-Team": "b"}
+    )
+    server.add(Reply.sse(openai_sse(WORDS)))
+    Streaming.complete(other, blazen.Llm.completion_request([blazen.Llm.user("y")]))
+    last = server.requests[-1]
+    assert last.headers["Authorization"] == "Bearer k2" and last.headers["X-Team"] == "b"
+    assert "X-Team" not in server.requests[0].headers
+
+
+def test_the_request_head_and_body_leave_in_one_write(server, req, monkeypatch):
+    """One write per request: the server wakes once, and a split head never waits on Nagle."""
+    writes: list[int] = []
+    real = socket.socket.sendall
+
+    def counting(self: socket.socket, data: bytes, *args: object) -> None:
+        if threading.current_thread().name == "blazen-stream":
+            writes.append(len(data))
+        real(self, data, *args)
+
+    monkeypatch.setattr(socket.socket, "sendall", counting)
+    server.add(Reply.sse(openai_sse(WORDS)), Reply.sse(openai_sse(WORDS)))
+    model = model_for(server)
+    for _ in range(2):  # a new connection, then a pooled one
+        resp = Streaming.complete(model, req)
+        assert resp is not None and resp.content == "Hello, world!"
+    assert len(writes) == 2
+    for n, recorded in zip(writes, server.requests):
+        assert n > len(recorded.body) > 0
