@@ -16,9 +16,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-import attrs
-
 from ._cancel import CancelToken, ambient_token
+from ._frozen import Frozen
+from ._hints import is_attrs_class
 from ._llm import Llm
 from ._streaming import check_controls
 from ._tools import Tool
@@ -41,8 +41,7 @@ __all__ = ["AgentResult", "Job", "ToolResult"]
 logger = logging.getLogger("blazen")
 
 
-@attrs.frozen(kw_only=True, eq=False)
-class ToolResult:
+class ToolResult(Frozen):
     """What one tool call produced.
 
     ``kind`` is ``"ok"``, ``"invalid"`` (the model's call was wrong: an unknown tool, or
@@ -50,11 +49,31 @@ class ToolResult:
     ``"raised"`` (the tool raised ``error``). ``content`` is the text the model was sent.
     """
 
+    __slots__ = ("call", "content", "error", "kind", "output")
+    # The output may be anything and the error an exception: compared by identity.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
     call: ToolCall
     content: str
-    output: Any = None
-    error: Optional[BaseException] = None
-    kind: str = "ok"
+    output: Any
+    error: Optional[BaseException]
+    kind: str
+
+    def __init__(
+        self,
+        *,
+        call: ToolCall,
+        content: str,
+        output: Any = None,
+        error: Optional[BaseException] = None,
+        kind: str = "ok",
+    ) -> None:
+        object.__setattr__(self, "call", call)
+        object.__setattr__(self, "content", content)
+        object.__setattr__(self, "output", output)
+        object.__setattr__(self, "error", error)
+        object.__setattr__(self, "kind", kind)
 
     @property
     def is_error(self) -> bool:
@@ -62,8 +81,7 @@ class ToolResult:
         return self.kind != "ok"
 
 
-@attrs.frozen(kw_only=True)
-class AgentResult:
+class AgentResult(Frozen):
     """How an agent run ended: the answer, the whole conversation, and what it cost.
 
     ``text`` is the last model turn's text; ``output`` is the return value of the ``exit``
@@ -72,24 +90,61 @@ class AgentResult:
     ``agent.run([*result.messages, Llm.user("...")])``. ``usage`` sums every turn.
     """
 
+    __slots__ = (
+        "exit_tool",
+        "finish_reason",
+        "iterations",
+        "messages",
+        "output",
+        "text",
+        "tool_calls",
+        "tool_results",
+        "usage",
+    )
+
     text: str
     output: Any
     messages: tuple[ChatMessage, ...]
     iterations: int
     usage: TokenUsage
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_results: tuple[ToolResult, ...] = ()
-    finish_reason: str = ""
-    exit_tool: Optional[str] = None
+    tool_calls: tuple[ToolCall, ...]
+    tool_results: tuple[ToolResult, ...]
+    finish_reason: str
+    exit_tool: Optional[str]
+
+    def __init__(
+        self,
+        *,
+        text: str,
+        output: Any,
+        messages: tuple[ChatMessage, ...],
+        iterations: int,
+        usage: TokenUsage,
+        tool_calls: tuple[ToolCall, ...] = (),
+        tool_results: tuple[ToolResult, ...] = (),
+        finish_reason: str = "",
+        exit_tool: Optional[str] = None,
+    ) -> None:
+        object.__setattr__(self, "text", text)
+        object.__setattr__(self, "output", output)
+        object.__setattr__(self, "messages", messages)
+        object.__setattr__(self, "iterations", iterations)
+        object.__setattr__(self, "usage", usage)
+        object.__setattr__(self, "tool_calls", tool_calls)
+        object.__setattr__(self, "tool_results", tool_results)
+        object.__setattr__(self, "finish_reason", finish_reason)
+        object.__setattr__(self, "exit_tool", exit_tool)
 
 
-@attrs.frozen
 class Job:
     """A validated tool call, ready to run."""
 
-    call: ToolCall
-    tool: Tool
-    kwargs: dict[str, Any]
+    __slots__ = ("call", "kwargs", "tool")
+
+    def __init__(self, call: ToolCall, tool: Tool, kwargs: dict[str, Any]) -> None:
+        self.call = call
+        self.tool = tool
+        self.kwargs = kwargs
 
 
 class _Failed(Exception):
@@ -101,7 +156,9 @@ class _Failed(Exception):
 
 
 def _jsonable(value: Any) -> Any:
-    if attrs.has(type(value)):
+    if is_attrs_class(type(value)):
+        import attrs  # only installed, and only needed, when the tool returns an attrs value
+
         return attrs.asdict(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.asdict(value)
@@ -276,8 +333,8 @@ class _Run:
         if resp.usage is not None:
             self.usage = TokenUsage(
                 **{
-                    f.name: getattr(self.usage, f.name) + getattr(resp.usage, f.name)
-                    for f in attrs.fields(TokenUsage)
+                    name: getattr(self.usage, name) + getattr(resp.usage, name)
+                    for name in TokenUsage._fields
                 }
             )
         calls: list[ToolCall] = []

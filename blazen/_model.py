@@ -7,10 +7,9 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
-import attrs
-
 from ._cancel import CancelToken
 from ._framing import DEFAULT_MAX_EVENT_BYTES
+from ._frozen import Frozen
 from ._transport import Transport
 from ._types import CompletionRequest, CompletionResponse
 from .providers._base import WireFormat
@@ -32,8 +31,7 @@ def _timeout(name: str, value: Optional[float]) -> Optional[float]:
     return float(value)
 
 
-@attrs.frozen(kw_only=True)
-class ModelOptions:
+class ModelOptions(Frozen):
     """Options every provider accepts (``Providers.<name>(..., **options)``).
 
     - ``max_retries`` (2): attempts after the first, only before any chunk is delivered.
@@ -46,38 +44,66 @@ class ModelOptions:
     - ``retry_after_cap`` (60 s): a longer ``Retry-After`` is not waited for.
     """
 
-    max_retries: int = 2
-    connect_timeout: Optional[float] = 10.0
-    idle_timeout: Optional[float] = 300.0
-    timeout: Optional[float] = None
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    verify: Union[bool, str] = True
-    max_connections: int = 32
-    max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-    retry_after_cap: float = 60.0
+    __slots__ = (
+        "connect_timeout",
+        "headers",
+        "idle_timeout",
+        "max_connections",
+        "max_event_bytes",
+        "max_retries",
+        "retry_after_cap",
+        "timeout",
+        "verify",
+    )
 
-    def __attrs_post_init__(self) -> None:
+    max_retries: int
+    connect_timeout: Optional[float]
+    idle_timeout: Optional[float]
+    timeout: Optional[float]
+    headers: Mapping[str, str]
+    verify: Union[bool, str]
+    max_connections: int
+    max_event_bytes: int
+    retry_after_cap: float
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 2,
+        connect_timeout: Optional[float] = 10.0,
+        idle_timeout: Optional[float] = 300.0,
+        timeout: Optional[float] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        verify: Union[bool, str] = True,
+        max_connections: int = 32,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        retry_after_cap: float = 60.0,
+    ) -> None:
+        given = locals()
         for name in ("connect_timeout", "idle_timeout", "timeout", "retry_after_cap"):
-            object.__setattr__(self, name, _timeout(name, getattr(self, name)))
+            object.__setattr__(self, name, _timeout(name, given[name]))
         for name, low in (("max_retries", 0), ("max_connections", 1), ("max_event_bytes", 1024)):
-            value = getattr(self, name)
+            value = given[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 msg = f"{name} must be an int of at least {low}, got {value!r}"
                 raise ValueError(msg)
-        if not isinstance(self.headers, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in self.headers.items()
+            object.__setattr__(self, name, value)
+        headers = {} if headers is None else headers
+        if not isinstance(headers, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
         ):
             msg = "headers must be a mapping of str to str"
             raise TypeError(msg)
-        object.__setattr__(self, "headers", dict(self.headers))
-        if not isinstance(self.verify, (bool, str)):
+        object.__setattr__(self, "headers", dict(headers))
+        if not isinstance(verify, (bool, str)):
             msg = "verify must be True, False or the path of a CA bundle"
             raise TypeError(msg)
+        object.__setattr__(self, "verify", verify)
 
     @classmethod
     def from_kwargs(cls, provider: str, options: Mapping[str, Any]) -> ModelOptions:
         """Build options, naming any option that does not exist."""
-        known = {a.name for a in attrs.fields(cls)}
+        known = set(cls._fields)
         unknown = sorted(set(options) - known)
         if unknown:
             msg = (

@@ -9,25 +9,40 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import attrs
-
 from ._factory import openai_format, resolve_key
+from ._frozen import Frozen
 from ._model import ChatModel
 
 __all__ = ["PRESETS", "CompatPresets", "Preset"]
 
 
-@attrs.frozen(kw_only=True)
-class Preset:
+class Preset(Frozen):
     """Where an OpenAI-compatible service lives and how it is reached."""
+
+    __slots__ = ("base_url", "env", "key_required", "model", "stream_usage")
 
     base_url: str
     env: tuple[str, ...]
     model: str
     #: Local servers run without a key; hosted services fail early without one.
-    key_required: bool = True
+    key_required: bool
     #: Whether the service accepts ``stream_options`` (some reject unknown fields with 422).
-    stream_usage: bool = True
+    stream_usage: bool
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        env: tuple[str, ...],
+        model: str,
+        key_required: bool = True,
+        stream_usage: bool = True,
+    ) -> None:
+        object.__setattr__(self, "base_url", base_url)
+        object.__setattr__(self, "env", env)
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "key_required", key_required)
+        object.__setattr__(self, "stream_usage", stream_usage)
 
 
 PRESETS: dict[str, Preset] = {

@@ -8,9 +8,11 @@ response formats) are deep-copied on construction and never mutated afterwards.
 from __future__ import annotations
 
 import json
-from typing import Any, Optional, Union
+from typing import Any, ClassVar, Optional, Union
 
-import attrs
+from ._frozen import Frozen
+
+_set = object.__setattr__
 
 __all__ = [
     "ChatMessage",
@@ -42,13 +44,26 @@ class _Fragments:
         return "".join(self.parts[: self.n])
 
 
-@attrs.frozen(eq=False, repr=False)
-class ToolCall:
+class ToolCall(Frozen):
     """One tool call the model asked for: ``ToolCall(id, name, arguments_json)``."""
 
-    id: str = attrs.field(validator=attrs.validators.instance_of(str))
-    name: str = attrs.field(validator=attrs.validators.instance_of(str))
-    _args: Union[str, _Fragments] = attrs.field(default="", alias="arguments_json")
+    __slots__ = ("_args", "id", "name")
+    __match_args__ = ("id", "name", "arguments_json")
+    _aliases: ClassVar[dict[str, str]] = {"_args": "arguments_json"}
+
+    id: str
+    name: str
+    _args: Union[str, _Fragments]
+
+    def __init__(self, id: str, name: str, arguments_json: Union[str, _Fragments] = "") -> None:
+        if not isinstance(id, str) or not isinstance(name, str):
+            bad = "id" if not isinstance(id, str) else "name"
+            value = id if bad == "id" else name
+            msg = f"ToolCall {bad} must be a str, got {type(value).__name__}"
+            raise TypeError(msg)
+        _set(self, "id", id)
+        _set(self, "name", name)
+        _set(self, "_args", arguments_json)
 
     @property
     def arguments_json(self) -> str:
@@ -57,7 +72,7 @@ class ToolCall:
         if isinstance(args, str):
             return args
         text = args.text()
-        object.__setattr__(self, "_args", text)
+        _set(self, "_args", text)
         return text
 
     def arguments(self) -> dict[str, Any]:
@@ -71,22 +86,17 @@ class ToolCall:
             raise ValueError(msg)
         return value
 
+    def _values(self) -> tuple[Any, ...]:
+        # The arguments as text, joined from the streamed fragments if need be.
+        return (self.id, self.name, self.arguments_json)
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ToolCall):
             return NotImplemented
-        return (self.id, self.name, self.arguments_json) == (
-            other.id,
-            other.name,
-            other.arguments_json,
-        )
+        return self._values() == other._values()
 
     def __hash__(self) -> int:
-        return hash((self.id, self.name, self.arguments_json))
-
-    def __repr__(self) -> str:
-        return (
-            f"ToolCall(id={self.id!r}, name={self.name!r}, arguments_json={self.arguments_json!r})"
-        )
+        return hash(self._values())
 
 
 def _json_copy(value: Any, what: str) -> Any:
@@ -97,50 +107,67 @@ def _json_copy(value: Any, what: str) -> Any:
         raise TypeError(msg) from exc
 
 
-@attrs.frozen(kw_only=True)
-class ToolDefinition:
+class ToolDefinition(Frozen):
     """A function the model may call: name, description and JSON-schema parameters."""
 
+    __slots__ = ("description", "name", "parameters")
+
     name: str
-    description: str = ""
-    parameters: dict[str, Any] = attrs.field(factory=lambda: {"type": "object", "properties": {}})
+    description: str
+    parameters: dict[str, Any]
 
-    def __attrs_post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            msg = f"tool name must be a non-empty string, got {self.name!r}"
+    def __init__(
+        self, *, name: str, description: str = "", parameters: Optional[dict[str, Any]] = None
+    ) -> None:
+        if parameters is None:
+            parameters = {"type": "object", "properties": {}}
+        if not isinstance(name, str) or not name:
+            msg = f"tool name must be a non-empty string, got {name!r}"
             raise ValueError(msg)
-        if not isinstance(self.description, str):
-            msg = f"tool description must be a string, got {type(self.description).__name__}"
+        if not isinstance(description, str):
+            msg = f"tool description must be a string, got {type(description).__name__}"
             raise TypeError(msg)
-        if not isinstance(self.parameters, dict):
-            msg = (
-                f"tool parameters must be a JSON-schema dict, got {type(self.parameters).__name__}"
-            )
+        if not isinstance(parameters, dict):
+            msg = f"tool parameters must be a JSON-schema dict, got {type(parameters).__name__}"
             raise TypeError(msg)
-        object.__setattr__(
-            self, "parameters", _json_copy(self.parameters, f"parameters of tool {self.name!r}")
-        )
+        _set(self, "name", name)
+        _set(self, "description", description)
+        _set(self, "parameters", _json_copy(parameters, f"parameters of tool {name!r}"))
 
 
-@attrs.frozen(kw_only=True)
-class TextPart:
+class TextPart(Frozen):
     """Text inside a multimodal message."""
+
+    __slots__ = ("text",)
 
     text: str
 
+    def __init__(self, *, text: str) -> None:
+        _set(self, "text", text)
 
-@attrs.frozen(kw_only=True)
-class ImagePart:
+
+class ImagePart(Frozen):
     """An image inside a user message, by ``url`` or by base64 ``data`` with ``media_type``."""
 
-    url: Optional[str] = None
-    data: Optional[str] = None
-    media_type: str = "image/png"
+    __slots__ = ("data", "media_type", "url")
 
-    def __attrs_post_init__(self) -> None:
-        if (self.url is None) == (self.data is None):
+    url: Optional[str]
+    data: Optional[str]
+    media_type: str
+
+    def __init__(
+        self,
+        *,
+        url: Optional[str] = None,
+        data: Optional[str] = None,
+        media_type: str = "image/png",
+    ) -> None:
+        if (url is None) == (data is None):
             msg = "an image needs exactly one of url= or data= (base64)"
             raise ValueError(msg)
+        _set(self, "url", url)
+        _set(self, "data", data)
+        _set(self, "media_type", media_type)
 
     def as_data_url(self) -> str:
         """The image as a URL: the given one, or a ``data:`` URL built from the base64."""
@@ -154,50 +181,123 @@ ContentPart = Union[TextPart, ImagePart]
 _ROLES = ("system", "user", "assistant", "tool")
 
 
-@attrs.frozen(kw_only=True)
-class ChatMessage:
+class ChatMessage(Frozen):
     """One message of a conversation. Build them with ``Llm.system/user/assistant/tool_result``."""
 
+    __slots__ = ("content", "images", "role", "tool_call_id", "tool_calls")
+
     role: str
-    content: Optional[str] = None
-    images: tuple[ImagePart, ...] = ()
-    tool_calls: tuple[ToolCall, ...] = ()
-    tool_call_id: Optional[str] = None
+    content: Optional[str]
+    images: tuple[ImagePart, ...]
+    tool_calls: tuple[ToolCall, ...]
+    tool_call_id: Optional[str]
 
-    def __attrs_post_init__(self) -> None:
-        if self.role not in _ROLES:
-            msg = f"message role must be one of {', '.join(_ROLES)}; got {self.role!r}"
+    def __init__(
+        self,
+        *,
+        role: str,
+        content: Optional[str] = None,
+        images: tuple[ImagePart, ...] = (),
+        tool_calls: tuple[ToolCall, ...] = (),
+        tool_call_id: Optional[str] = None,
+    ) -> None:
+        if role not in _ROLES:
+            msg = f"message role must be one of {', '.join(_ROLES)}; got {role!r}"
             raise ValueError(msg)
-        if self.content is not None and not isinstance(self.content, str):
-            msg = f"message content must be a string, got {type(self.content).__name__}"
+        if content is not None and not isinstance(content, str):
+            msg = f"message content must be a string, got {type(content).__name__}"
             raise TypeError(msg)
+        _set(self, "role", role)
+        _set(self, "content", content)
+        _set(self, "images", images)
+        _set(self, "tool_calls", tool_calls)
+        _set(self, "tool_call_id", tool_call_id)
 
 
-@attrs.frozen(kw_only=True)
-class CompletionRequest:
+class CompletionRequest(Frozen):
     """Everything one completion needs except the model. Immutable and reusable."""
 
+    __slots__ = (
+        "max_tokens",
+        "messages",
+        "model",
+        "response_format",
+        "stop",
+        "system",
+        "temperature",
+        "tool_choice",
+        "tools",
+        "top_p",
+    )
+
     messages: tuple[ChatMessage, ...]
-    max_tokens: Optional[int] = None
-    temperature: Optional[float] = None
-    top_p: Optional[float] = None
-    stop: tuple[str, ...] = ()
-    tools: tuple[ToolDefinition, ...] = ()
-    tool_choice: Optional[str] = None
-    response_format: Optional[dict[str, Any]] = None
-    model: Optional[str] = None
-    system: Optional[str] = None
+    max_tokens: Optional[int]
+    temperature: Optional[float]
+    top_p: Optional[float]
+    stop: tuple[str, ...]
+    tools: tuple[ToolDefinition, ...]
+    tool_choice: Optional[str]
+    response_format: Optional[dict[str, Any]]
+    model: Optional[str]
+    system: Optional[str]
+
+    def __init__(
+        self,
+        *,
+        messages: tuple[ChatMessage, ...],
+        max_tokens: Optional[int] = None,
+        temperature: Optional[float] = None,
+        top_p: Optional[float] = None,
+        stop: tuple[str, ...] = (),
+        tools: tuple[ToolDefinition, ...] = (),
+        tool_choice: Optional[str] = None,
+        response_format: Optional[dict[str, Any]] = None,
+        model: Optional[str] = None,
+        system: Optional[str] = None,
+    ) -> None:
+        _set(self, "messages", messages)
+        _set(self, "max_tokens", max_tokens)
+        _set(self, "temperature", temperature)
+        _set(self, "top_p", top_p)
+        _set(self, "stop", stop)
+        _set(self, "tools", tools)
+        _set(self, "tool_choice", tool_choice)
+        _set(self, "response_format", response_format)
+        _set(self, "model", model)
+        _set(self, "system", system)
 
 
-@attrs.frozen(kw_only=True)
-class TokenUsage:
+class TokenUsage(Frozen):
     """Token counts as the provider reported them (0 where it reported none)."""
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
+    __slots__ = (
+        "cached_input_tokens",
+        "completion_tokens",
+        "prompt_tokens",
+        "reasoning_tokens",
+        "total_tokens",
+    )
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cached_input_tokens: int
+    reasoning_tokens: int
+
+    def __init__(
+        self,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        total_tokens: int = 0,
+        cached_input_tokens: int = 0,
+        reasoning_tokens: int = 0,
+    ) -> None:
+        _set(self, "prompt_tokens", prompt_tokens)
+        _set(self, "completion_tokens", completion_tokens)
+        _set(self, "total_tokens", total_tokens)
+        _set(self, "cached_input_tokens", cached_input_tokens)
+        _set(self, "reasoning_tokens", reasoning_tokens)
 
     @property
     def input_tokens(self) -> int:
@@ -210,8 +310,7 @@ class TokenUsage:
         return self.completion_tokens
 
 
-@attrs.frozen(kw_only=True)
-class StreamChunk:
+class StreamChunk(Frozen):
     """One step of a stream.
 
     ``tool_calls`` is the cumulative snapshot of every tool call so far: replace your state
@@ -219,10 +318,25 @@ class StreamChunk:
     that chunk comes right before done, carries no new text and repeats the final snapshot.
     """
 
-    content_delta: Optional[str] = None
-    reasoning_delta: Optional[str] = None
-    tool_calls: tuple[ToolCall, ...] = ()
-    is_final: bool = False
+    __slots__ = ("content_delta", "is_final", "reasoning_delta", "tool_calls")
+
+    content_delta: Optional[str]
+    reasoning_delta: Optional[str]
+    tool_calls: tuple[ToolCall, ...]
+    is_final: bool
+
+    def __init__(
+        self,
+        *,
+        content_delta: Optional[str] = None,
+        reasoning_delta: Optional[str] = None,
+        tool_calls: tuple[ToolCall, ...] = (),
+        is_final: bool = False,
+    ) -> None:
+        _set(self, "content_delta", content_delta)
+        _set(self, "reasoning_delta", reasoning_delta)
+        _set(self, "tool_calls", tool_calls)
+        _set(self, "is_final", is_final)
 
 
 _new = object.__new__
@@ -237,8 +351,8 @@ def _stream_chunk(
 ) -> StreamChunk:
     """``StreamChunk(...)`` for the hot path: one per streamed event.
 
-    Fills the slots directly, which costs half of the generated keyword ``__init__``
-    (StreamChunk has no validators or converters to skip). A test checks it builds the
+    Fills the slots directly, which costs half of the keyword ``__init__`` (StreamChunk
+    has nothing to validate). A test checks it builds the
     same value as the constructor, so a field added to StreamChunk cannot be missed here.
     """
     chunk = _new(StreamChunk)
@@ -249,14 +363,42 @@ def _stream_chunk(
     return chunk
 
 
-@attrs.frozen(kw_only=True)
-class CompletionResponse:
+class CompletionResponse(Frozen):
     """The assembled result of a completion, streamed or not."""
 
+    __slots__ = (
+        "content",
+        "finish_reason",
+        "model",
+        "raw_finish_reason",
+        "reasoning",
+        "tool_calls",
+        "usage",
+    )
+
     content: str
-    reasoning: Optional[str] = None
-    tool_calls: tuple[ToolCall, ...] = ()
-    finish_reason: str = ""
-    raw_finish_reason: Optional[str] = None
-    usage: Optional[TokenUsage] = None
-    model: Optional[str] = None
+    reasoning: Optional[str]
+    tool_calls: tuple[ToolCall, ...]
+    finish_reason: str
+    raw_finish_reason: Optional[str]
+    usage: Optional[TokenUsage]
+    model: Optional[str]
+
+    def __init__(
+        self,
+        *,
+        content: str,
+        reasoning: Optional[str] = None,
+        tool_calls: tuple[ToolCall, ...] = (),
+        finish_reason: str = "",
+        raw_finish_reason: Optional[str] = None,
+        usage: Optional[TokenUsage] = None,
+        model: Optional[str] = None,
+    ) -> None:
+        _set(self, "content", content)
+        _set(self, "reasoning", reasoning)
+        _set(self, "tool_calls", tool_calls)
+        _set(self, "finish_reason", finish_reason)
+        _set(self, "raw_finish_reason", raw_finish_reason)
+        _set(self, "usage", usage)
+        _set(self, "model", model)

@@ -6,8 +6,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Union
 
-import attrs
-
+from ._frozen import Frozen
 from .errors import ValidationError
 
 __all__ = ["START_EVENT", "STOP_EVENT", "Event", "StepOutput", "WorkflowResult"]
@@ -18,13 +17,13 @@ START_EVENT = "blazen::StartEvent"
 STOP_EVENT = "blazen::StopEvent"
 
 
-def _event_type(_: Any, __: Any, value: Any) -> None:
+def _event_type(value: Any) -> None:
     if not isinstance(value, str) or not value:
         msg = f"event_type must be a non-empty string, got {value!r}"
         raise TypeError(msg)
 
 
-def _json_text(_: Any, __: Any, value: Any) -> None:
+def _json_text(value: Any) -> None:
     if not isinstance(value, str):
         msg = f"data_json must be a JSON string, got {type(value).__name__}"
         raise TypeError(msg)
@@ -35,8 +34,7 @@ def _json_text(_: Any, __: Any, value: Any) -> None:
         raise ValidationError(msg) from exc
 
 
-@attrs.frozen
-class Event:
+class Event(Frozen):
     """One event of a workflow run: a type name and JSON data.
 
     The data is stored as JSON text, so an event is immutable and every reader of
@@ -45,13 +43,22 @@ class Event:
         Event.create(event_type="blazen::StopEvent", data={"result": {"content": "Hi"}})
     """
 
-    event_type: str = attrs.field(validator=_event_type)
-    data_json: str = attrs.field(default="null", validator=_json_text)
+    __slots__ = ("data_json", "event_type")
+    __match_args__ = ("event_type", "data_json")
+
+    event_type: str
+    data_json: str
+
+    def __init__(self, event_type: str, data_json: str = "null") -> None:
+        _event_type(event_type)
+        _json_text(data_json)
+        object.__setattr__(self, "event_type", event_type)
+        object.__setattr__(self, "data_json", data_json)
 
     @classmethod
     def create(cls, event_type: str, data: Any = None) -> Event:
         """An event of ``event_type`` carrying ``data``, which must be JSON-serialisable."""
-        _event_type(None, None, event_type)
+        _event_type(event_type)
         try:
             text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
@@ -77,14 +84,19 @@ def _events(value: Iterable[Any]) -> tuple[Event, ...]:
     return events
 
 
-@attrs.frozen
-class StepOutput:
+class StepOutput(Frozen):
     """What a step hands back: zero or more events, routed in order.
 
     A handler may also return an :class:`Event`, a list of them, or ``None``.
     """
 
-    events: tuple[Event, ...] = attrs.field(default=(), converter=_events)
+    __slots__ = ("events",)
+    __match_args__ = ("events",)
+
+    events: tuple[Event, ...]
+
+    def __init__(self, events: Iterable[Event] = ()) -> None:
+        object.__setattr__(self, "events", _events(events))
 
     @classmethod
     def single(cls, event: Event) -> StepOutput:
@@ -119,9 +131,13 @@ class StepOutput:
         raise TypeError(msg)
 
 
-@attrs.frozen(kw_only=True, eq=False)
-class WorkflowResult:
+class WorkflowResult(Frozen):
     """How a run ended: its result, the StopEvent, and how much happened on the way."""
+
+    __slots__ = ("elapsed_ms", "event", "events", "result", "run_id")
+    # A result may hold anything: compared and hashed by identity.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
 
     #: ``data["result"]`` of the StopEvent when its data is a dict holding ``"result"``
     #: (as in ``Event.create(event_type="blazen::StopEvent", data={"result": ...})``),
@@ -135,6 +151,15 @@ class WorkflowResult:
     elapsed_ms: float
     #: The run's id (also ``ctx.run_id`` inside steps).
     run_id: str
+
+    def __init__(
+        self, *, result: Any, event: Event, events: int, elapsed_ms: float, run_id: str
+    ) -> None:
+        object.__setattr__(self, "result", result)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "events", events)
+        object.__setattr__(self, "elapsed_ms", elapsed_ms)
+        object.__setattr__(self, "run_id", run_id)
 
     @property
     def data(self) -> Any:

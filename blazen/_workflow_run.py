@@ -20,9 +20,8 @@ import uuid
 from collections import deque
 from typing import Any, Callable, Optional
 
-import attrs
-
 from ._cancel import CancelToken, cancel_scope
+from ._frozen import Frozen
 from ._workflow_events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult, result_of
 from .errors import CancelledError, TimeoutError, ValidationError, WorkflowError
 
@@ -32,9 +31,18 @@ __all__ = ["Context", "Step", "WorkflowRun"]
 _OUTPUT, _PUBLISH, _RAISED, _CANCEL, _ABORT = range(5)
 
 
-@attrs.frozen(kw_only=True)
-class Step:
+class Step(Frozen):
     """A registered step (see ``Workflow.step``)."""
+
+    __slots__ = (
+        "accepts",
+        "emits",
+        "handler",
+        "max_concurrency",
+        "name",
+        "timeout_ms",
+        "wants_ctx",
+    )
 
     name: str
     accepts: tuple[str, ...]
@@ -44,6 +52,25 @@ class Step:
     wants_ctx: bool
     timeout_ms: Optional[float]
     max_concurrency: Optional[int]
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        accepts: tuple[str, ...],
+        emits: Optional[tuple[str, ...]],
+        handler: Callable[..., Any],
+        wants_ctx: bool,
+        timeout_ms: Optional[float],
+        max_concurrency: Optional[int],
+    ) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "accepts", accepts)
+        object.__setattr__(self, "emits", emits)
+        object.__setattr__(self, "handler", handler)
+        object.__setattr__(self, "wants_ctx", wants_ctx)
+        object.__setattr__(self, "timeout_ms", timeout_ms)
+        object.__setattr__(self, "max_concurrency", max_concurrency)
 
 
 class _Call:

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
-import attrs
+from ._frozen import Frozen
 
 __all__ = [
     "Drop",
@@ -46,28 +46,34 @@ __all__ = [
 ]
 
 
-@attrs.frozen
-class Pause:
+class Pause(Frozen):
     """Wait this many seconds before the next write (ends early if the client hangs up)."""
+
+    __slots__ = ("seconds",)
+    __match_args__ = ("seconds",)
 
     seconds: float
 
+    def __init__(self, seconds: float) -> None:
+        object.__setattr__(self, "seconds", seconds)
 
-@attrs.frozen
-class Stall:
+
+class Stall(Frozen):
     """Send nothing more; hold the connection until the client closes it."""
 
+    __slots__ = ()
 
-@attrs.frozen
-class Drop:
+
+class Drop(Frozen):
     """Close the connection now, mid-response."""
+
+    __slots__ = ()
 
 
 Action = Union[bytes, Pause, Stall, Drop]
 
 
-@attrs.frozen(kw_only=True)
-class Reply:
+class Reply(Frozen):
     """One scripted response.
 
     ``body`` is a sequence of writes: each ``bytes`` item is one TCP write (one HTTP chunk
@@ -78,11 +84,28 @@ class Reply:
     never answer or answer garbage.
     """
 
-    status: int = 200
-    headers: Mapping[str, str] = attrs.field(factory=dict)
-    body: Sequence[Action] = ()
-    transfer: str = "chunked"
-    raw: bool = False
+    __slots__ = ("body", "headers", "raw", "status", "transfer")
+
+    status: int
+    headers: Mapping[str, str]
+    body: Sequence[Action]
+    transfer: str
+    raw: bool
+
+    def __init__(
+        self,
+        *,
+        status: int = 200,
+        headers: Optional[Mapping[str, str]] = None,
+        body: Sequence[Action] = (),
+        transfer: str = "chunked",
+        raw: bool = False,
+    ) -> None:
+        object.__setattr__(self, "status", status)
+        object.__setattr__(self, "headers", {} if headers is None else headers)
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "transfer", transfer)
+        object.__setattr__(self, "raw", raw)
 
     @classmethod
     def sse(
@@ -115,14 +138,21 @@ class Reply:
         )
 
 
-@attrs.frozen(kw_only=True)
-class RecordedRequest:
+class RecordedRequest(Frozen):
     """A request the server received."""
+
+    __slots__ = ("body", "headers", "method", "path")
 
     method: str
     path: str
     headers: Mapping[str, str]
     body: bytes
+
+    def __init__(self, *, method: str, path: str, headers: Mapping[str, str], body: bytes) -> None:
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "path", path)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "body", body)
 
     def json(self) -> Any:
         """The body decoded as JSON."""
@@ -134,14 +164,22 @@ class RecordedRequest:
         return next((v for k, v in self.headers.items() if k.lower() == low), None)
 
 
-@attrs.define
 class ConnectionRecord:
     """One TCP connection: when it opened and closed, and which side closed it."""
 
-    opened_at: float
-    closed_at: Optional[float] = None
-    closed_by: Optional[str] = None  # "client" or "server"
-    requests: int = 0
+    __slots__ = ("closed_at", "closed_by", "opened_at", "requests")
+
+    def __init__(self, opened_at: float) -> None:
+        self.opened_at = opened_at
+        self.closed_at: Optional[float] = None
+        self.closed_by: Optional[str] = None  # "client" or "server"
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"ConnectionRecord(opened_at={self.opened_at!r}, closed_at={self.closed_at!r}, "
+            f"closed_by={self.closed_by!r}, requests={self.requests!r})"
+        )
 
 
 def sse_event(data: Union[str, Mapping[str, Any]], event: Optional[str] = None) -> bytes:

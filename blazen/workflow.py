@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import inspect
 import math
 import threading
 from collections.abc import Iterable
@@ -100,8 +99,22 @@ def _types(what: str, step: str, value: Union[str, Iterable[str]]) -> tuple[str,
     return out
 
 
+def _is_coroutine_function(fn: Any) -> bool:
+    import inspect  # on first use: `import blazen` does not pay for it
+
+    return inspect.iscoroutinefunction(fn)
+
+
+def _is_awaitable(value: Any) -> bool:
+    import inspect
+
+    return inspect.isawaitable(value)
+
+
 def _wants_ctx(name: str, handler: Callable[..., Any]) -> bool:
     """Whether ``handler`` takes ``(event, ctx)`` rather than ``(event)``."""
+    import inspect  # on first use: `import blazen` does not pay for it
+
     try:
         params = list(inspect.signature(handler).parameters.values())
     except (TypeError, ValueError):
@@ -233,7 +246,7 @@ class Workflow:
             if not callable(fn):
                 msg = f"the handler of step {name!r} must be callable, got {type(fn).__name__}"
                 raise TypeError(msg)
-            if inspect.iscoroutinefunction(fn):
+            if _is_coroutine_function(fn):
                 msg = (
                     f"the handler of step {name!r} is a coroutine function; step handlers "
                     "are plain functions, each run on its own thread (run_async included)"
@@ -309,7 +322,7 @@ class Workflow:
         :class:`blazen.TimeoutError` when the time budget runs out and
         :class:`blazen.CancelledError` when ``cancel`` is cancelled.
         """
-        if inspect.iscoroutinefunction(on_event):
+        if _is_coroutine_function(on_event):
             msg = "on_event is a coroutine function: use run_async, or a plain function"
             raise TypeError(msg)
         return self._prepare(on_event, cancel).drive(data)
@@ -373,7 +386,7 @@ class Workflow:
                         continue  # the run is stopping; observe nothing more
                     try:
                         shown = on_event(event)
-                        if inspect.isawaitable(shown):
+                        if _is_awaitable(shown):
                             await shown
                     except Exception as exc:
                         failed = observer_error(self._name, event, exc)

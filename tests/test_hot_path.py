@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import attrs
 import pytest
 
 import blazen
@@ -19,7 +18,7 @@ def test_the_hot_path_chunk_builder_makes_the_same_value_as_the_constructor():
     fast = _stream_chunk("hi", "hmm", calls)
     slow = blazen.StreamChunk(content_delta="hi", reasoning_delta="hmm", tool_calls=calls)
     assert fast == slow and repr(fast) == repr(slow) and hash(fast) == hash(slow)
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    with pytest.raises(AttributeError, match="immutable"):
         fast.content_delta = "x"  # type: ignore[misc]
 
 

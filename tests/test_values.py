@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-import attrs
+import copy
+import pickle
+import subprocess
+import sys
+
 import pytest
 
 import blazen
@@ -12,9 +16,93 @@ from blazen import Llm
 def test_values_are_frozen():
     """A built request cannot be changed, so sharing it is safe."""
     req = Llm.completion_request([Llm.user("hi")], max_tokens=5)
-    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+    with pytest.raises(AttributeError, match="CompletionRequest is immutable"):
         req.max_tokens = 6  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="immutable"):
+        del req.messages  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        req.other = 1  # type: ignore[attr-defined]
     assert isinstance(req.messages, tuple)
+
+
+def _values() -> list[object]:
+    call = blazen.ToolCall("c1", "lookup", '{"q": "x"}')
+    return [
+        Llm.completion_request(
+            [Llm.system("be brief"), Llm.user("hi", images=["https://e.com/a.png"])],
+            max_tokens=5,
+            temperature=0.5,
+            stop=["END"],
+        ),
+        Llm.assistant("ok", [call]),
+        call,
+        blazen.StreamChunk(content_delta="a", tool_calls=(call,), is_final=True),
+        blazen.TokenUsage(prompt_tokens=1, completion_tokens=2, total_tokens=3),
+        blazen.CompletionResponse(content="x", finish_reason="stop", usage=blazen.TokenUsage()),
+        blazen.ModelOptions(max_retries=1, headers={"X-A": "b"}),
+        blazen.Event.create("custom", {"n": 1}),
+    ]
+
+
+@pytest.mark.parametrize("value", _values(), ids=lambda v: type(v).__name__)
+def test_values_compare_copy_and_pickle_by_their_fields(value):
+    """Equal when every field is equal; copies and pickles come back equal and still frozen."""
+    for again in (copy.copy(value), copy.deepcopy(value), pickle.loads(pickle.dumps(value))):
+        assert again == value and type(again) is type(value)
+        assert repr(again) == repr(value)
+        with pytest.raises(AttributeError):
+            again.x = 1  # type: ignore[attr-defined]
+    assert value != object() and (value == object()) is False
+    assert repr(value).startswith(type(value).__name__ + "(")
+
+
+def test_values_hash_by_fields_unless_they_hold_a_dict():
+    a = Llm.completion_request([Llm.user("hi")], max_tokens=5)
+    b = Llm.completion_request([Llm.user("hi")], max_tokens=5)
+    c = Llm.completion_request([Llm.user("hi")], max_tokens=6)
+    assert a == b and hash(a) == hash(b) and a != c and len({a, b, c}) == 2
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(Llm.completion_request([Llm.user("hi")], response_format={"type": "json_object"}))
+
+
+def test_repr_shows_fields_in_order_and_aliases():
+    usage = blazen.TokenUsage(prompt_tokens=1)
+    assert repr(usage) == (
+        "TokenUsage(prompt_tokens=1, completion_tokens=0, total_tokens=0, "
+        "cached_input_tokens=0, reasoning_tokens=0)"
+    )
+    assert repr(blazen.ToolCall("c", "f", "{}")) == (
+        "ToolCall(id='c', name='f', arguments_json='{}')"
+    )
+
+
+def test_replace_builds_a_validated_changed_copy():
+    """``copy.replace`` (3.13+) or ``__replace__``: a new value, checked like any other."""
+    req = Llm.completion_request([Llm.user("hi")], max_tokens=5)
+    hotter = req.__replace__(temperature=0.9)
+    assert hotter.temperature == 0.9 and hotter.max_tokens == 5 and req.temperature is None
+    call = blazen.ToolCall("c", "f", "{}").__replace__(arguments_json='{"a": 1}')
+    assert call.arguments() == {"a": 1} and call.id == "c"
+    with pytest.raises(TypeError, match="no field"):
+        req.__replace__(temprature=0.9)
+    with pytest.raises(ValueError, match="role"):
+        Llm.user("x").__replace__(role="robot")
+    if sys.version_info >= (3, 13):
+        assert copy.replace(req, max_tokens=9).max_tokens == 9  # type: ignore[attr-defined]
+
+
+def test_values_match_positionally_where_they_are_built_positionally():
+    """``case ToolCall(id, name, args)`` works as it did (``match`` needs 3.10 to write)."""
+    assert blazen.ToolCall.__match_args__ == ("id", "name", "arguments_json")
+    assert blazen.Event.__match_args__ == ("event_type", "data_json")
+    assert blazen.CompletionRequest.__dict__.get("__match_args__", ()) == ()
+
+
+def test_importing_blazen_does_not_import_attrs_or_inspect():
+    """The values are plain classes: attrs (and the inspect it loads) cost import time."""
+    code = "import sys, blazen; print(sorted({'attrs', 'attr', 'inspect'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_tool_call_arguments_parse_and_empty_means_empty_object():

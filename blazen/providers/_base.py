@@ -9,8 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Optional, Protocol
 from urllib.parse import urlsplit
 
-import attrs
-
+from .._frozen import Frozen
 from .._types import CompletionRequest, CompletionResponse, ImagePart, StreamChunk, ToolCall
 from ..errors import (
     ProviderError,
@@ -35,14 +34,21 @@ __all__ = [
 ]
 
 
-@attrs.frozen(kw_only=True)
-class HttpRequest:
+class HttpRequest(Frozen):
     """A request ready to send: the transport adds nothing but the socket."""
+
+    __slots__ = ("body", "headers", "method", "url")
 
     method: str
     url: str
     headers: Mapping[str, str]
     body: bytes
+
+    def __init__(self, *, method: str, url: str, headers: Mapping[str, str], body: bytes) -> None:
+        object.__setattr__(self, "method", method)
+        object.__setattr__(self, "url", url)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "body", body)
 
     def __repr__(self) -> str:
         # Headers carry the key: never show them.
