@@ -69,11 +69,7 @@ class ToolResult(Frozen):
         error: Optional[BaseException] = None,
         kind: str = "ok",
     ) -> None:
-        object.__setattr__(self, "call", call)
-        object.__setattr__(self, "content", content)
-        object.__setattr__(self, "output", output)
-        object.__setattr__(self, "error", error)
-        object.__setattr__(self, "kind", kind)
+        self._fill(locals())
 
     @property
     def is_error(self) -> bool:
@@ -125,15 +121,7 @@ class AgentResult(Frozen):
         finish_reason: str = "",
         exit_tool: Optional[str] = None,
     ) -> None:
-        object.__setattr__(self, "text", text)
-        object.__setattr__(self, "output", output)
-        object.__setattr__(self, "messages", messages)
-        object.__setattr__(self, "iterations", iterations)
-        object.__setattr__(self, "usage", usage)
-        object.__setattr__(self, "tool_calls", tool_calls)
-        object.__setattr__(self, "tool_results", tool_results)
-        object.__setattr__(self, "finish_reason", finish_reason)
-        object.__setattr__(self, "exit_tool", exit_tool)
+        self._fill(locals())
 
 
 class Job:

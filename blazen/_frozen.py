@@ -1,7 +1,8 @@
 """The base of blazen's immutable values: slots, value equality, hash, repr and pickling.
 
 A value class declares its fields as ``__slots__`` with an annotation each (the annotations
-give the order) and an ``__init__`` that validates and stores them with ``object.__setattr__``.
+give the order) and an ``__init__`` that validates its arguments and ends with
+``self._fill(locals())``: every field is stored from the parameter of the same name.
 Everything else comes from :class:`Frozen`. Plain classes cost microseconds to define where
 a class-building library costs most of a millisecond each, and ``import blazen`` defines
 a few dozen of them.
@@ -9,6 +10,7 @@ a few dozen of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, TypeVar
 
 __all__ = ["Frozen", "FrozenInstanceError"]
@@ -58,6 +60,12 @@ class Frozen:
             msg = f"{cls.__name__}: every slot needs an annotation ({sorted(slots - set(own))})"
             raise TypeError(msg)
         cls._fields = (*cls._fields, *own)
+
+    def _fill(self, values: Mapping[str, Any]) -> None:
+        """Store every field from ``values`` (an ``__init__``'s ``locals()``), by init name."""
+        aliases = self._aliases
+        for name in self._fields:
+            object.__setattr__(self, name, values[aliases.get(name, name)])
 
     def __setattr__(self, name: str, value: Any) -> None:
         msg = f"{type(self).__name__} is immutable: cannot set {name!r}; build a new value"

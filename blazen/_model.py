@@ -79,26 +79,25 @@ class ModelOptions(Frozen):
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         retry_after_cap: float = 60.0,
     ) -> None:
-        given = locals()
+        values = dict(locals())
         for name in ("connect_timeout", "idle_timeout", "timeout", "retry_after_cap"):
-            object.__setattr__(self, name, _timeout(name, given[name]))
+            values[name] = _timeout(name, values[name])
         for name, low in (("max_retries", 0), ("max_connections", 1), ("max_event_bytes", 1024)):
-            value = given[name]
+            value = values[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 msg = f"{name} must be an int of at least {low}, got {value!r}"
                 raise ValueError(msg)
-            object.__setattr__(self, name, value)
         headers = {} if headers is None else headers
         if not isinstance(headers, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
         ):
             msg = "headers must be a mapping of str to str"
             raise TypeError(msg)
-        object.__setattr__(self, "headers", dict(headers))
+        values["headers"] = dict(headers)
         if not isinstance(verify, (bool, str)):
             msg = "verify must be True, False or the path of a CA bundle"
             raise TypeError(msg)
-        object.__setattr__(self, "verify", verify)
+        self._fill(values)
 
     @classmethod
     def from_kwargs(cls, provider: str, options: Mapping[str, Any]) -> ModelOptions:

@@ -38,11 +38,7 @@ class Preset(Frozen):
         key_required: bool = True,
         stream_usage: bool = True,
     ) -> None:
-        object.__setattr__(self, "base_url", base_url)
-        object.__setattr__(self, "env", env)
-        object.__setattr__(self, "model", model)
-        object.__setattr__(self, "key_required", key_required)
-        object.__setattr__(self, "stream_usage", stream_usage)
+        self._fill(locals())
 
 
 PRESETS: dict[str, Preset] = {

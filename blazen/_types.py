@@ -61,6 +61,7 @@ class ToolCall(Frozen):
             value = id if bad == "id" else name
             msg = f"ToolCall {bad} must be a str, got {type(value).__name__}"
             raise TypeError(msg)
+        # Written out, not _fill: a snapshot of a streamed call is built per event.
         _set(self, "id", id)
         _set(self, "name", name)
         _set(self, "_args", arguments_json)
@@ -130,9 +131,8 @@ class ToolDefinition(Frozen):
         if not isinstance(parameters, dict):
             msg = f"tool parameters must be a JSON-schema dict, got {type(parameters).__name__}"
             raise TypeError(msg)
-        _set(self, "name", name)
-        _set(self, "description", description)
-        _set(self, "parameters", _json_copy(parameters, f"parameters of tool {name!r}"))
+        parameters = _json_copy(parameters, f"parameters of tool {name!r}")
+        self._fill(locals())
 
 
 class TextPart(Frozen):
@@ -165,9 +165,7 @@ class ImagePart(Frozen):
         if (url is None) == (data is None):
             msg = "an image needs exactly one of url= or data= (base64)"
             raise ValueError(msg)
-        _set(self, "url", url)
-        _set(self, "data", data)
-        _set(self, "media_type", media_type)
+        self._fill(locals())
 
     def as_data_url(self) -> str:
         """The image as a URL: the given one, or a ``data:`` URL built from the base64."""
@@ -207,11 +205,7 @@ class ChatMessage(Frozen):
         if content is not None and not isinstance(content, str):
             msg = f"message content must be a string, got {type(content).__name__}"
             raise TypeError(msg)
-        _set(self, "role", role)
-        _set(self, "content", content)
-        _set(self, "images", images)
-        _set(self, "tool_calls", tool_calls)
-        _set(self, "tool_call_id", tool_call_id)
+        self._fill(locals())
 
 
 class CompletionRequest(Frozen):
@@ -255,16 +249,7 @@ class CompletionRequest(Frozen):
         model: Optional[str] = None,
         system: Optional[str] = None,
     ) -> None:
-        _set(self, "messages", messages)
-        _set(self, "max_tokens", max_tokens)
-        _set(self, "temperature", temperature)
-        _set(self, "top_p", top_p)
-        _set(self, "stop", stop)
-        _set(self, "tools", tools)
-        _set(self, "tool_choice", tool_choice)
-        _set(self, "response_format", response_format)
-        _set(self, "model", model)
-        _set(self, "system", system)
+        self._fill(locals())
 
 
 class TokenUsage(Frozen):
@@ -293,11 +278,7 @@ class TokenUsage(Frozen):
         cached_input_tokens: int = 0,
         reasoning_tokens: int = 0,
     ) -> None:
-        _set(self, "prompt_tokens", prompt_tokens)
-        _set(self, "completion_tokens", completion_tokens)
-        _set(self, "total_tokens", total_tokens)
-        _set(self, "cached_input_tokens", cached_input_tokens)
-        _set(self, "reasoning_tokens", reasoning_tokens)
+        self._fill(locals())
 
     @property
     def input_tokens(self) -> int:
@@ -333,10 +314,7 @@ class StreamChunk(Frozen):
         tool_calls: tuple[ToolCall, ...] = (),
         is_final: bool = False,
     ) -> None:
-        _set(self, "content_delta", content_delta)
-        _set(self, "reasoning_delta", reasoning_delta)
-        _set(self, "tool_calls", tool_calls)
-        _set(self, "is_final", is_final)
+        self._fill(locals())
 
 
 _new = object.__new__
@@ -395,10 +373,4 @@ class CompletionResponse(Frozen):
         usage: Optional[TokenUsage] = None,
         model: Optional[str] = None,
     ) -> None:
-        _set(self, "content", content)
-        _set(self, "reasoning", reasoning)
-        _set(self, "tool_calls", tool_calls)
-        _set(self, "finish_reason", finish_reason)
-        _set(self, "raw_finish_reason", raw_finish_reason)
-        _set(self, "usage", usage)
-        _set(self, "model", model)
+        self._fill(locals())

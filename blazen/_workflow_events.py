@@ -52,8 +52,7 @@ class Event(Frozen):
     def __init__(self, event_type: str, data_json: str = "null") -> None:
         _event_type(event_type)
         _json_text(data_json)
-        object.__setattr__(self, "event_type", event_type)
-        object.__setattr__(self, "data_json", data_json)
+        self._fill(locals())
 
     @classmethod
     def create(cls, event_type: str, data: Any = None) -> Event:
@@ -96,7 +95,8 @@ class StepOutput(Frozen):
     events: tuple[Event, ...]
 
     def __init__(self, events: Iterable[Event] = ()) -> None:
-        object.__setattr__(self, "events", _events(events))
+        events = _events(events)
+        self._fill(locals())
 
     @classmethod
     def single(cls, event: Event) -> StepOutput:
@@ -155,11 +155,7 @@ class WorkflowResult(Frozen):
     def __init__(
         self, *, result: Any, event: Event, events: int, elapsed_ms: float, run_id: str
     ) -> None:
-        object.__setattr__(self, "result", result)
-        object.__setattr__(self, "event", event)
-        object.__setattr__(self, "events", events)
-        object.__setattr__(self, "elapsed_ms", elapsed_ms)
-        object.__setattr__(self, "run_id", run_id)
+        self._fill(locals())
 
     @property
     def data(self) -> Any:

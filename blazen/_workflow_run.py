@@ -64,13 +64,7 @@ class Step(Frozen):
         timeout_ms: Optional[float],
         max_concurrency: Optional[int],
     ) -> None:
-        object.__setattr__(self, "name", name)
-        object.__setattr__(self, "accepts", accepts)
-        object.__setattr__(self, "emits", emits)
-        object.__setattr__(self, "handler", handler)
-        object.__setattr__(self, "wants_ctx", wants_ctx)
-        object.__setattr__(self, "timeout_ms", timeout_ms)
-        object.__setattr__(self, "max_concurrency", max_concurrency)
+        self._fill(locals())
 
 
 class _Call:

@@ -101,11 +101,8 @@ class Reply(Frozen):
         transfer: str = "chunked",
         raw: bool = False,
     ) -> None:
-        object.__setattr__(self, "status", status)
-        object.__setattr__(self, "headers", {} if headers is None else headers)
-        object.__setattr__(self, "body", body)
-        object.__setattr__(self, "transfer", transfer)
-        object.__setattr__(self, "raw", raw)
+        headers = {} if headers is None else headers
+        self._fill(locals())
 
     @classmethod
     def sse(
@@ -149,10 +146,7 @@ class RecordedRequest(Frozen):
     body: bytes
 
     def __init__(self, *, method: str, path: str, headers: Mapping[str, str], body: bytes) -> None:
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "path", path)
-        object.__setattr__(self, "headers", headers)
-        object.__setattr__(self, "body", body)
+        self._fill(locals())
 
     def json(self) -> Any:
         """The body decoded as JSON."""

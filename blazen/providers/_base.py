@@ -45,10 +45,7 @@ class HttpRequest(Frozen):
     body: bytes
 
     def __init__(self, *, method: str, url: str, headers: Mapping[str, str], body: bytes) -> None:
-        object.__setattr__(self, "method", method)
-        object.__setattr__(self, "url", url)
-        object.__setattr__(self, "headers", headers)
-        object.__setattr__(self, "body", body)
+        self._fill(locals())
 
     def __repr__(self) -> str:
         # Headers carry the key: never show them.
