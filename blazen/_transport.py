@@ -81,17 +81,30 @@ class Transport:
         self._prepared: dict[tuple[Any, ...], requests.PreparedRequest] = {}
         # Bounds the connections in use at once; the pool keeps at most as many idle ones.
         self._slots = threading.BoundedSemaphore(max_connections)
+        self._told_full = False
 
     @contextlib.contextmanager
     def slot(self, abort: Abort) -> Iterator[None]:
         """Hold one of ``max_connections`` slots; waiting for one still obeys ``abort``."""
-        while not self._slots.acquire(timeout=0.05):
-            if abort.aborted:
-                raise CancelledError("the stream was cancelled while waiting for a connection")
+        if not self._slots.acquire(blocking=False):
+            if not self._told_full:
+                # Once per model: a thread pool larger than the model's pool runs in waves.
+                self._told_full = True
+                logger.info(
+                    "all %d connections of this model are in use; further streams wait for "
+                    "one (raise max_connections= to run more at once)",
+                    self._max,
+                )
+            self._wait_for_slot(abort)
         try:
             yield
         finally:
             self._slots.release()
+
+    def _wait_for_slot(self, abort: Abort) -> None:
+        while not self._slots.acquire(timeout=0.05):
+            if abort.aborted:
+                raise CancelledError("the stream was cancelled while waiting for a connection")
 
     def _get_session(self) -> requests.Session:
         session = self._session

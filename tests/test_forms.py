@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import gc
+import logging
 import threading
 import time
 
@@ -227,8 +228,9 @@ def test_200_concurrent_streams_in_a_thread_pool_share_one_model(req):
     assert threading.active_count() == threads_before
 
 
-def test_max_connections_bounds_the_connections_in_use(req):
+def test_max_connections_bounds_the_connections_in_use(req, caplog):
     """With max_connections=2, six concurrent streams never hold more than two sockets."""
+    caplog.set_level(logging.INFO, logger="blazen")
     with StreamServer(default=paced(["a", "b"], pause=0.05)) as server:
         model = blazen.Providers.openai_compat("test", server.base_url, max_connections=2)
         peak = []
@@ -247,6 +249,15 @@ def test_max_connections_bounds_the_connections_in_use(req):
         watcher.join()
         assert texts == ["ab"] * 6
         assert max(peak) <= 2
+    # The first stream that had to wait says so, once: a pool bigger than the model's runs
+    # in waves, and the log tells why.
+    waits = [
+        r.getMessage() for r in caplog.records if "connections of this model" in r.getMessage()
+    ]
+    assert waits == [
+        "all 2 connections of this model are in use; further streams wait for one "
+        "(raise max_connections= to run more at once)"
+    ]
 
 
 # -- model.complete ---------------------------------------------------------------------
