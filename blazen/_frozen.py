@@ -42,7 +42,7 @@ class Frozen:
 
     __slots__ = ()
 
-    #: The fields, in declaration order (the ``__slots__`` of the class and its bases).
+    #: The fields: the slots of the class and its bases, in the order they are annotated.
     _fields: ClassVar[tuple[str, ...]] = ()
     #: The ``__init__`` keyword of each field, when it is not the field's own name.
     _aliases: ClassVar[dict[str, str]] = {}
@@ -53,7 +53,7 @@ class Frozen:
         slots = {slots} if isinstance(slots, str) else set(slots)
         # Not inspect.get_annotations: importing inspect costs more than all of blazen.
         annotations = cls.__dict__.get("__annotations__")  # noqa: RUF063
-        if annotations is None:  # Python 3.14+ evaluates them lazily, per class
+        if annotations is None:  # Python 3.14+ may build them on first access instead
             annotations = getattr(cls, "__annotations__", {}) if slots else {}
         own = tuple(name for name in annotations if name in slots)
         if set(own) != slots:
