@@ -18,6 +18,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from dataclasses import asdict
@@ -161,9 +162,17 @@ def _import_time(key: str) -> float:
     # Installed packages import from cached bytecode; an editable checkout run with
     # PYTHONDONTWRITEBYTECODE would compile from source every time and measure the compiler.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
-    )
+    # `python -c` puts the working directory first on sys.path: run from an empty one, or
+    # the checkout we were started from shadows the baseline's PYTHONPATH entry.
+    with tempfile.TemporaryDirectory() as empty:
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=empty,
+        )
     return float(out.stdout.strip().splitlines()[-1])
 
 
