@@ -16,7 +16,7 @@ import queue
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 from .streams import Spec
@@ -43,6 +43,11 @@ class Client:
     def __init__(self, base: str) -> None:
         self.base = base
 
+    @staticmethod
+    def path(spec: Spec) -> str:
+        """The request path of ``spec``'s stream in its wire format's endpoint."""
+        return spec.path() + ("/v1/chat/completions" if spec.fmt == "openai" else "/v1/messages")
+
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
         """Stream ``spec`` to the end; return the assembled text and tool arguments.
 
@@ -68,6 +73,47 @@ def _collect_tools(args: dict[int, list[str]]) -> tuple[str, ...]:
 # -- the floor: a raw socket, chunked decoding, SSE split and json.loads ----------------
 
 
+def _fold(fmt: str, payloads: Iterable[Any], on_text: Any, done: Any) -> Result:
+    """The text and tool-call arguments of a stream's ``data:`` payloads (str or bytes).
+
+    The least a client must do with each payload, the same for every library that hands
+    over payloads rather than assembling the answer itself.
+    """
+    text: list[str] = []
+    args: dict[int, list[str]] = {}
+    loads = json.loads
+    for data in payloads:
+        if fmt == "openai":
+            if data == done:
+                break
+            obj = loads(data)
+            choices = obj["choices"]
+            if not choices:
+                continue
+            delta = choices[0]["delta"]
+            content = delta.get("content")
+            if content:
+                text.append(content)
+                if on_text is not None:
+                    on_text()
+            for tc in delta.get("tool_calls") or ():
+                args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
+        else:
+            obj = loads(data)
+            kind = obj["type"]
+            if kind == "content_block_delta":
+                delta = obj["delta"]
+                if delta["type"] == "text_delta":
+                    text.append(delta["text"])
+                    if on_text is not None:
+                        on_text()
+                else:
+                    args.setdefault(obj["index"], []).append(delta["partial_json"])
+            elif kind == "message_stop":
+                break
+    return "".join(text), _collect_tools(args)
+
+
 class RawSocket(Client):
     """The least work that can read these streams: what any library adds is overhead."""
 
@@ -82,7 +128,7 @@ class RawSocket(Client):
 
     def _open(self, spec: Spec) -> tuple[socket.socket, bytes]:
         body = json.dumps({"model": "m", "messages": MESSAGES, "stream": True}).encode()
-        path = spec.path() + ("/v1/chat/completions" if spec.fmt == "openai" else "/v1/messages")
+        path = self.path(spec)
         sock = socket.create_connection(self.addr)
         sock.sendall(
             f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Type: application/json\r\n"
@@ -151,40 +197,8 @@ class RawSocket(Client):
             sock.close()
 
     def _consume(self, spec: Spec, events: Any, on_text: Any) -> Result:
-        text: list[str] = []
-        args: dict[int, list[str]] = {}
-        loads = json.loads
-        for event in events:
-            data = event[event.index(b"data: ") + 6 :]
-            if spec.fmt == "openai":
-                if data == b"[DONE]":
-                    break
-                obj = loads(data)
-                choices = obj["choices"]
-                if not choices:
-                    continue
-                delta = choices[0]["delta"]
-                content = delta.get("content")
-                if content:
-                    text.append(content)
-                    if on_text is not None:
-                        on_text()
-                for tc in delta.get("tool_calls") or ():
-                    args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
-            else:
-                obj = loads(data)
-                kind = obj["type"]
-                if kind == "content_block_delta":
-                    delta = obj["delta"]
-                    if delta["type"] == "text_delta":
-                        text.append(delta["text"])
-                        if on_text is not None:
-                            on_text()
-                    else:
-                        args.setdefault(obj["index"], []).append(delta["partial_json"])
-                elif kind == "message_stop":
-                    break
-        return "".join(text), _collect_tools(args)
+        payloads = (event[event.index(b"data: ") + 6 :] for event in events)
+        return _fold(spec.fmt, payloads, on_text, b"[DONE]")
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
         sock, raw = self._open(spec)
@@ -352,10 +366,7 @@ class RequestsSSEClient(Client):
         self.sseclient = sseclient
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
-        if spec.fmt == "openai":
-            url = self.base + spec.path() + "/v1/chat/completions"
-        else:
-            url = self.base + spec.path() + "/v1/messages"
+        url = self.base + self.path(spec)
         response = self.requests.post(
             url,
             stream=True,
@@ -363,35 +374,7 @@ class RequestsSSEClient(Client):
             json={"model": "m", "messages": MESSAGES, "stream": True},
         )
         client = self.sseclient.SSEClient(response)
-        text: list[str] = []
-        args: dict[int, list[str]] = {}
-        for event in client.events():
-            if spec.fmt == "openai":
-                if event.data == "[DONE]":
-                    break
-                obj = json.loads(event.data)
-                if not obj["choices"]:
-                    continue
-                delta = obj["choices"][0]["delta"]
-                if delta.get("content"):
-                    text.append(delta["content"])
-                    if on_text is not None:
-                        on_text()
-                for tc in delta.get("tool_calls") or ():
-                    args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
-            else:
-                obj = json.loads(event.data)
-                if obj["type"] == "content_block_delta":
-                    delta = obj["delta"]
-                    if delta["type"] == "text_delta":
-                        text.append(delta["text"])
-                        if on_text is not None:
-                            on_text()
-                    else:
-                        args.setdefault(obj["index"], []).append(delta["partial_json"])
-                elif obj["type"] == "message_stop":
-                    break
-        return "".join(text), _collect_tools(args)
+        return _fold(spec.fmt, (event.data for event in client.events()), on_text, "[DONE]")
 
 
 # -- httpx + httpx-sse -----------------------------------------------------------------
@@ -412,43 +395,12 @@ class HttpxSSE(Client):
         self.connect_sse = httpx_sse.connect_sse
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
-        if spec.fmt == "openai":
-            url = self.base + spec.path() + "/v1/chat/completions"
-        else:
-            url = self.base + spec.path() + "/v1/messages"
-        text: list[str] = []
-        args: dict[int, list[str]] = {}
+        url = self.base + self.path(spec)
         body = {"model": "m", "messages": MESSAGES, "stream": True}
         with self.connect_sse(
             self.client, "POST", url, json=body, headers={"Authorization": f"Bearer {KEY}"}
         ) as source:
-            for sse in source.iter_sse():
-                if spec.fmt == "openai":
-                    if sse.data == "[DONE]":
-                        break
-                    obj = json.loads(sse.data)
-                    if not obj["choices"]:
-                        continue
-                    delta = obj["choices"][0]["delta"]
-                    if delta.get("content"):
-                        text.append(delta["content"])
-                        if on_text is not None:
-                            on_text()
-                    for tc in delta.get("tool_calls") or ():
-                        args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
-                else:
-                    obj = json.loads(sse.data)
-                    if obj["type"] == "content_block_delta":
-                        delta = obj["delta"]
-                        if delta["type"] == "text_delta":
-                            text.append(delta["text"])
-                            if on_text is not None:
-                                on_text()
-                        else:
-                            args.setdefault(obj["index"], []).append(delta["partial_json"])
-                    elif obj["type"] == "message_stop":
-                        break
-        return "".join(text), _collect_tools(args)
+            return _fold(spec.fmt, (sse.data for sse in source.iter_sse()), on_text, "[DONE]")
 
     def close(self) -> None:
         self.client.close()

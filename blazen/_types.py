@@ -88,16 +88,9 @@ class ToolCall(Frozen):
         return value
 
     def _values(self) -> tuple[Any, ...]:
-        # The arguments as text, joined from the streamed fragments if need be.
+        # The arguments as text, joined from the streamed fragments if need be: equality,
+        # hashing, repr and pickling all go through here.
         return (self.id, self.name, self.arguments_json)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ToolCall):
-            return NotImplemented
-        return self._values() == other._values()
-
-    def __hash__(self) -> int:
-        return hash(self._values())
 
 
 def _json_copy(value: Any, what: str) -> Any:
