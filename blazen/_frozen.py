@@ -86,19 +86,20 @@ class Frozen:
     def __hash__(self) -> int:
         return hash((self.__class__.__qualname__, *self._values()))
 
-    def __repr__(self) -> str:
+    def _shown(self) -> dict[str, Any]:
+        """What the repr shows: each field by its ``__init__`` name."""
         aliases = self._aliases
-        inner = ", ".join(
-            f"{aliases.get(n, n)}={v!r}" for n, v in zip(self._fields, self._values())
-        )
+        return {aliases.get(n, n): v for n, v in zip(self._fields, self._values())}
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{name}={value!r}" for name, value in self._shown().items())
         return f"{type(self).__name__}({inner})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_restore, (self.__class__, self._values()))
 
     def __replace__(self: _F, **changes: Any) -> _F:
-        aliases = self._aliases
-        values = {aliases.get(n, n): v for n, v in zip(self._fields, self._values())}
+        values = Frozen._shown(self)  # the real values, whatever a subclass shows
         unknown = sorted(set(changes) - set(values))
         if unknown:
             msg = f"{type(self).__name__} has no field(s) {', '.join(unknown)}"

@@ -99,6 +99,10 @@ class ModelOptions(Frozen):
             raise TypeError(msg)
         self._fill(values)
 
+    def _shown(self) -> dict[str, Any]:
+        # Extra headers often carry a credential (a gateway key): name them, never show them.
+        return {**super()._shown(), "headers": {name: "***" for name in self.headers}}
+
     @classmethod
     def from_kwargs(cls, provider: str, options: Mapping[str, Any]) -> ModelOptions:
         """Build options, naming any option that does not exist."""

@@ -78,6 +78,17 @@ def test_empty_key_reads_the_environment_and_missing_key_names_the_variable(name
     assert "from-env-SECRET" not in repr(model)
 
 
+def test_extra_header_values_never_show_in_a_repr():
+    """Headers often carry a credential (a gateway key): the options name them, never show them."""
+    model = blazen.Providers.openai_compat(
+        "gw", "http://gw.invalid/v1", headers={"X-Gateway-Key": "gw-SECRET-123"}
+    )
+    shown = repr(model.options)
+    assert "gw-SECRET-123" not in shown and "gw-SECRET-123" not in repr(model)
+    assert "headers={'X-Gateway-Key': '***'}" in shown
+    assert model.options.headers == {"X-Gateway-Key": "gw-SECRET-123"}
+
+
 @pytest.mark.parametrize(
     ("name", "var"),
     [
