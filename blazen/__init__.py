@@ -11,11 +11,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from ._cancel import CancelToken, cancel_scope
-from ._lifecycle import init, shutdown
 from ._llm import Llm
-from ._model import ChatModel, ModelOptions
-from ._providers import Providers
-from ._streaming import Streaming
+from ._stream import ChatModel, ModelOptions, Streaming, init, shutdown
 from ._types import (
     ChatMessage,
     CompletionRequest,
@@ -28,8 +25,6 @@ from ._types import (
     ToolDefinition,
 )
 from ._version import __version__
-from ._workflow_events import Event, StepOutput, WorkflowResult
-from ._workflow_run import Context
 from .errors import (
     AgentError,
     AuthError,
@@ -51,11 +46,11 @@ from .errors import (
     ValidationError,
     WorkflowError,
 )
-from .workflow import Workflow, workflow
+from .providers import Providers
+from .workflow import Context, Event, StepOutput, Workflow, WorkflowResult, workflow
 
 if TYPE_CHECKING:
-    from ._tools import Tool, tool
-    from .agent import Agent, AgentResult, ToolResult
+    from .agent import Agent, AgentResult, Tool, ToolResult, tool
 
 __all__ = [
     "Agent",
@@ -118,8 +113,8 @@ _LAZY = {
     "Agent": ".agent",
     "AgentResult": ".agent",
     "ToolResult": ".agent",
-    "Tool": "._tools",
-    "tool": "._tools",
+    "Tool": ".agent",
+    "tool": ".agent",
 }
 
 

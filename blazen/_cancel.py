@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Callable, Optional
 
-__all__ = ["CancelToken", "ambient_token", "cancel_scope"]
+__all__ = ["CancelToken", "ambient_token", "cancel_scope", "tokens_for"]
 
 
 class CancelToken:
@@ -88,3 +88,9 @@ def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
         yield token
     finally:
         _AMBIENT.reset(reset)
+
+
+def tokens_for(cancel: Optional[CancelToken]) -> list[CancelToken]:
+    """The explicit token and the ambient one (a workflow's budget), without duplicates."""
+    ambient = _AMBIENT.get()
+    return [t for t in (cancel, ambient if ambient is not cancel else None) if t is not None]

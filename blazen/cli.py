@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from typing import Any, Callable, Optional, TextIO
 
 from ._llm import Llm
-from ._model import ChatModel
-from ._providers import Providers
-from ._streaming import Streaming
+from ._stream import ChatModel, Streaming
 from ._types import StreamChunk, TokenUsage
 from ._version import __version__
 from .errors import BlazenError
+from .providers import Providers
 
 __all__ = ["main"]
 

@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Optional, Union
 
-from ._model import ChatModel
-from ._providers import Providers
+from ._stream import ChatModel
 from .errors import ConnectionError, TimeoutError
+from .providers import Providers
 
 __all__ = [
     "INSTALL_HINT",

@@ -8,7 +8,7 @@ import pytest
 
 import blazen
 from blazen import Llm, Streaming
-from blazen.providers._state import StreamState
+from blazen._stream import StreamState
 from blazen.providers.anthropic import AnthropicWire
 from blazen.testing import Recorder
 
@@ -110,7 +110,7 @@ def test_overloaded_error_event_after_content_is_overloaded_error(server, model,
 
 def test_overloaded_error_event_before_content_is_retried(server, req, monkeypatch):
     """An error event before any content is retried; the retry's text is delivered once."""
-    monkeypatch.setattr("blazen._retry.BASE_DELAY", 0.001)
+    monkeypatch.setattr("blazen._http.retry.BASE_DELAY", 0.001)
     model = blazen.Providers.anthropic(api_key=KEY, base_url=server.url, max_retries=1)
     rec, resp = stream(server, model, req, reply("error_before_content.sse"), reply("text.sse"))
     assert rec.kinds[-1] == "done" and rec.errors == []

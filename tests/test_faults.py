@@ -18,7 +18,7 @@ from .conftest import KEY_FOR_TESTS, sse_reply
 
 @pytest.fixture(autouse=True)
 def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("blazen._retry.BASE_DELAY", 0.01)
+    monkeypatch.setattr("blazen._http.retry.BASE_DELAY", 0.01)
 
 
 def make_model(server: StreamServer, **options) -> blazen.ChatModel:

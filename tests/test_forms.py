@@ -303,7 +303,7 @@ def test_model_complete_uses_the_non_streaming_endpoint(server, model, req):
 
 def test_model_complete_retries_and_raises_typed_errors(server, req, monkeypatch):
     """503 then success is retried; a 401 raises AuthError."""
-    monkeypatch.setattr("blazen._retry.BASE_DELAY", 0.01)
+    monkeypatch.setattr("blazen._http.retry.BASE_DELAY", 0.01)
     model = blazen.Providers.openai(api_key=KEY_FOR_TESTS, base_url=server.base_url)
     server.add(Reply.json({"error": {"message": "busy"}}, status=503), Reply.json(NONSTREAM))
     assert model.complete(req).tool_calls[0].name == "f"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import blazen
-from blazen._framing import iter_ndjson, iter_sse
+from blazen._http.framing import iter_ndjson, iter_sse
 
 
 def sse(chunks, cap=8 * 1024 * 1024):

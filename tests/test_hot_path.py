@@ -7,9 +7,9 @@ import json
 import pytest
 
 import blazen
+from blazen._stream import StreamState
 from blazen._types import _stream_chunk
-from blazen.providers._base import parse_json
-from blazen.providers._state import StreamState
+from blazen.providers.base import parse_json
 
 
 def test_the_hot_path_chunk_builder_makes_the_same_value_as_the_constructor():

@@ -19,7 +19,7 @@ def open_fds() -> int:
 
 def test_300_streams_ending_every_way_leave_no_thread_or_socket_behind(req, monkeypatch):
     """Success, error, cancel, timeout, callback raise, truncation and drops, 100 times over."""
-    monkeypatch.setattr("blazen._retry.BASE_DELAY", 0.001)
+    monkeypatch.setattr("blazen._http.retry.BASE_DELAY", 0.001)
     text = fixture_bytes("openai", "text.sse")
     first = openai_sse(["x"])[:2]
     paths = [

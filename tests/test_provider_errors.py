@@ -90,7 +90,7 @@ def test_anthropic_request_id_header_is_kept(server, req):
 
 def test_overloaded_529_is_retried_before_any_content(server, req, monkeypatch):
     """A 529 before the first chunk is retried, and the retry's stream is delivered."""
-    monkeypatch.setattr("blazen._retry.BASE_DELAY", 0.001)
+    monkeypatch.setattr("blazen._http.retry.BASE_DELAY", 0.001)
     model = model_for("anthropic", server, max_retries=1)
     rec, resp = stream(
         server,
@@ -117,4 +117,4 @@ def test_a_key_echoed_in_an_error_body_never_leaves_blazen(server, req, provider
     for text in (err.message, str(err), repr(err), err.body, repr(model), caplog.text):
         assert key not in text
     assert "***" in err.message
-    assert key not in repr(model._wire.build(req, stream=True))
+    assert key not in repr(model.wire.build(req, stream=True))

@@ -8,7 +8,7 @@ import pytest
 
 import blazen
 from blazen import Llm
-from blazen._presets import PRESETS
+from blazen.providers import PROVIDERS
 
 from .conftest import NATIVE, PRESET_NAMES, model_for, sse_reply, stream
 
@@ -17,7 +17,7 @@ KEY_VARS = {
     "azure": "AZURE_OPENAI_API_KEY",
     "anthropic": "ANTHROPIC_API_KEY",
     "gemini": "GEMINI_API_KEY",
-    **{name: PRESETS[name].env[0] for name in PRESET_NAMES},
+    **{name: PROVIDERS[name].key_env[0] for name in PRESET_NAMES},
 }
 DEFAULTS = {
     "openai": ("gpt-4o-mini", "https://api.openai.com/v1"),
@@ -69,12 +69,12 @@ def test_empty_key_reads_the_environment_and_missing_key_names_the_variable(name
     factory = getattr(blazen.Providers, name)
     var = KEY_VARS[name]
     extra = {"base_url": "https://example.invalid"} if name == "azure" else {}
-    if PRESETS.get(name) is None or PRESETS[name].key_required:
+    if name not in PRESET_NAMES or PROVIDERS[name].key_required:
         with pytest.raises(blazen.AuthError, match=var):
             factory(**extra)
     monkeypatch.setenv(var, "from-env-SECRET")
     model = factory(**extra)
-    assert model._secrets == ("from-env-SECRET",)
+    assert model.redact("key from-env-SECRET") == "key ***"
     assert "from-env-SECRET" not in repr(model)
 
 
@@ -100,7 +100,7 @@ def test_extra_header_values_never_show_in_a_repr():
 def test_second_key_variable_is_a_fallback(name, var, monkeypatch):
     """GOOGLE_API_KEY, COHERE_API_KEY and PPLX_API_KEY are read when the first is unset."""
     monkeypatch.setenv(var, "second-SECRET")
-    assert getattr(blazen.Providers, name)()._secrets == ("second-SECRET",)
+    assert getattr(blazen.Providers, name)().redact("second-SECRET") == "***"
 
 
 @pytest.mark.parametrize("name", NATIVE + PRESET_NAMES)
@@ -109,7 +109,7 @@ def test_every_factory_takes_the_common_options_and_names_unknown_ones(name, ser
     model = model_for(name, server, max_retries=5, idle_timeout=7.0, headers={"X-Team": "a"})
     assert (model.options.max_retries, model.options.idle_timeout) == (5, 7.0)
     assert (
-        model._wire.build(Llm.completion_request([Llm.user("x")]), stream=True).headers["X-Team"]
+        model.wire.build(Llm.completion_request([Llm.user("x")]), stream=True).headers["X-Team"]
         == "a"
     )
     with pytest.raises(TypeError, match="max_retrys"):
@@ -126,9 +126,9 @@ def test_presets_speak_openai_with_their_key_as_bearer(server, req, name):
     assert sent.path == "/v1/chat/completions"
     assert sent.header("Authorization") == "Bearer preset-SECRET"
     body = sent.json()
-    assert body["model"] == PRESETS[name].model
+    assert body["model"] == PROVIDERS[name].model
     # Services that reject unknown fields are not sent stream_options.
-    assert ("stream_options" in body) is PRESETS[name].stream_usage
+    assert ("stream_options" in body) is PROVIDERS[name].stream_usage
 
 
 @pytest.mark.parametrize("name", ["lm_studio", "vllm", "llamacpp"])
@@ -187,13 +187,13 @@ def test_azure_endpoint_and_version_come_from_options_or_environment(server, mon
     monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://res.openai.azure.com/")
     monkeypatch.setenv("OPENAI_API_VERSION", "2025-01-01-preview")
     model = blazen.Providers.azure(model="dep")
-    url = model._wire.build(Llm.completion_request([Llm.user("x")]), stream=True).url
+    url = model.wire.build(Llm.completion_request([Llm.user("x")]), stream=True).url
     assert url == (
         "https://res.openai.azure.com/openai/deployments/dep/chat/completions"
         "?api-version=2025-01-01-preview"
     )
     model = blazen.Providers.azure(model="dep", api_version="2024-06-01")
-    assert model._wire.build(Llm.completion_request([Llm.user("x")]), stream=True).url.endswith(
+    assert model.wire.build(Llm.completion_request([Llm.user("x")]), stream=True).url.endswith(
         "api-version=2024-06-01"
     )
 
@@ -210,7 +210,7 @@ def test_azure_prompt_filter_chunk_and_content_filter_finish(server, req):
 def test_anthropic_options_are_checked(server):
     """anthropic_version and default_max_tokens are typed options."""
     model = model_for("anthropic", server, anthropic_version="2023-01-01", default_max_tokens=99)
-    http = model._wire.build(Llm.completion_request([Llm.user("x")]), stream=True)
+    http = model.wire.build(Llm.completion_request([Llm.user("x")]), stream=True)
     assert http.headers["anthropic-version"] == "2023-01-01"
     assert b'"max_tokens": 99' in http.body
     with pytest.raises(TypeError, match="default_max_tokens"):

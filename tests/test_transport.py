@@ -5,7 +5,8 @@ from __future__ import annotations
 import requests
 
 import blazen
-from blazen._transport import _EXCEPTIONS, map_exception
+from blazen._http.exceptions import EXCEPTIONS as _EXCEPTIONS
+from blazen._http.exceptions import map_exception
 
 
 def all_subclasses(cls):
@@ -58,7 +59,7 @@ def test_an_abort_after_detach_leaves_a_pooled_socket_alone():
     import socket
     import types
 
-    from blazen._abort import Abort
+    from blazen._http import Abort
 
     a, b = socket.socketpair()
     try:

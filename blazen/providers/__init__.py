@@ -1,0 +1,14 @@
+"""The providers: one wire format per file, and the factories that bind them to a model.
+
+Each wire format (``openai``, ``anthropic``, ``gemini``, ``ollama``) builds requests,
+folds payloads into :class:`blazen._stream.StreamState` and reads error bodies, with no
+I/O. :data:`PROVIDERS` is the one table of providers that :class:`Providers`' factories,
+the command line and the README read. The native wire modules load on first use.
+"""
+
+from __future__ import annotations
+
+from .factories import Providers
+from .registry import PROVIDERS, ProviderInfo, compat_key_variable, key_variables
+
+__all__ = ["PROVIDERS", "ProviderInfo", "Providers", "compat_key_variable", "key_variables"]

@@ -24,19 +24,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .._http import HttpRequest
+from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
-from ._base import (
-    HttpRequest,
-    call_arguments,
-    error_from_body,
-    error_from_http,
-    image_source,
-    malformed,
-    parse_json,
-    system_text,
-)
-from ._state import StreamState
+from .base import call_arguments, image_source, parse_json, system_text
 
 __all__ = ["AnthropicWire"]
 

@@ -22,20 +22,11 @@ from collections.abc import Mapping
 from typing import Any, Optional
 from urllib.parse import quote
 
+from .._http import HttpRequest
+from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, ValidationError, error_from_provider
-from ._base import (
-    HttpRequest,
-    call_arguments,
-    error_from_body,
-    error_from_http,
-    image_source,
-    malformed,
-    parse_json,
-    system_text,
-    tool_names,
-)
-from ._state import StreamState
+from .base import call_arguments, image_source, parse_json, system_text, tool_names
 
 __all__ = ["GeminiWire"]
 

@@ -19,19 +19,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .._http import HttpRequest
+from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
-from ._base import (
-    HttpRequest,
-    call_arguments,
-    error_from_body,
-    error_from_http,
-    image_source,
-    malformed,
-    parse_json,
-    tool_names,
-)
-from ._state import StreamState
+from .base import call_arguments, image_source, parse_json, tool_names
 
 __all__ = ["OllamaWire"]
 

@@ -18,10 +18,11 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from .._http import HttpRequest
+from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError
-from ._base import HttpRequest, error_from_body, error_from_http, malformed, parse_json
-from ._state import StreamState
+from .base import parse_json
 
 __all__ = ["OpenAIWire", "openai_messages"]
 

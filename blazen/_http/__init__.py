@@ -1,0 +1,31 @@
+"""HTTP for blazen: the only package that imports requests or urllib3.
+
+It sends a :class:`HttpRequest` over a model's pooled connections (:class:`Transport`),
+hands back a small :class:`Response` (status, headers, bytes as they arrive, close), cuts
+those bytes into SSE events or NDJSON lines, tears a connection down from any thread
+(:class:`Abort`), maps every exception of the HTTP stack to a blazen error
+(:func:`map_exception`) and decides when a failed request is worth sending again
+(:func:`retry_delay`).
+"""
+
+from __future__ import annotations
+
+from .abort import Abort
+from .exceptions import map_exception
+from .framing import DEFAULT_MAX_EVENT_BYTES, iter_ndjson, iter_sse
+from .request import HttpRequest
+from .response import Response
+from .retry import retry_delay
+from .transport import Transport
+
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Abort",
+    "HttpRequest",
+    "Response",
+    "Transport",
+    "iter_ndjson",
+    "iter_sse",
+    "map_exception",
+    "retry_delay",
+]

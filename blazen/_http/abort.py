@@ -1,0 +1,224 @@
+"""Tearing one stream's connection down from another thread, at any stage.
+
+Closing a response from another thread does not wake a thread blocked in ``recv``, and
+nothing wakes a thread blocked in a blocking ``connect``. So every socket a stream uses is
+registered with that stream's :class:`Abort` as soon as it exists (the pool and connection
+classes here do that for the worker thread that set ``_local.abort``), connects are made
+non-blocking and polled, and an abort shuts the socket down. This module imports urllib3's
+connection classes but not requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import socket
+import threading
+import time
+from typing import Any, Optional
+
+import urllib3.exceptions
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.util.connection import allowed_gai_family
+
+from ..errors import CancelledError
+
+__all__ = ["POOLS", "Abort", "current"]
+
+
+# The stream whose connections the current worker thread opens (set by the worker).
+_local = threading.local()
+
+
+class Abort:
+    """Tears one stream's connection down from any thread, even mid-``recv``."""
+
+    __slots__ = ("_lock", "_sock", "aborted", "event")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: Optional[socket.socket] = None
+        self.aborted = False
+        #: Set on abort; the worker waits on it between retries.
+        self.event = threading.Event()
+
+    def attach(self, conn: HTTPConnection) -> None:
+        """Register the socket of the connection the worker is using.
+
+        The socket itself is kept, not the connection: http.client drops ``conn.sock``
+        as soon as a close-delimited response begins, while the response still reads it.
+        """
+        sock = getattr(conn, "sock", None)
+        if sock is None:
+            return  # not connected yet: connect() attaches again
+        with self._lock:
+            self._sock = sock
+            if self.aborted:
+                _shutdown(sock)
+
+    def detach(self) -> bool:
+        """Forget the socket before it goes back to the pool; False if already aborted.
+
+        A pooled socket may serve another stream next, so no later abort may touch it.
+        """
+        with self._lock:
+            self._sock = None
+            return not self.aborted
+
+    def abort(self) -> None:
+        """Shut the socket down now; the blocked worker wakes with an error."""
+        with self._lock:
+            if self.aborted:
+                return
+            self.aborted = True
+            self.event.set()
+            if self._sock is not None:
+                _shutdown(self._sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    # socket.socket.shutdown, not SSLSocket.shutdown: the latter also drops the TLS object
+    # under the feet of the thread that is reading it.
+    with contextlib.suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+def _connect(
+    address: tuple[str, int],
+    timeout: Optional[float],
+    source_address: Any,
+    socket_options: Any,
+    abort: Abort,
+) -> socket.socket:
+    """``socket.create_connection`` that a cancel interrupts within 50 ms.
+
+    A thread blocked in ``connect()`` cannot be woken from outside (neither close nor
+    shutdown interrupts it), so the connect is made non-blocking and polled.
+    """
+    host, port = address
+    err: Optional[OSError] = None
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for family, kind, proto, _, addr in socket.getaddrinfo(
+        host.strip("[]"), port, allowed_gai_family(), socket.SOCK_STREAM
+    ):
+        sock = socket.socket(family, kind, proto)
+        try:
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            if source_address:
+                sock.bind(source_address)
+            sock.setblocking(False)
+            code = sock.connect_ex(addr)
+            poller = select.poll()
+            poller.register(sock, select.POLLOUT)
+            while code in (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY):
+                if abort.aborted:
+                    raise CancelledError("the stream was cancelled while connecting")
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise socket.timeout("timed out")
+                if poller.poll(50 if left is None else max(1, min(50, int(left * 1000)))):
+                    code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if code:
+                raise OSError(code, os.strerror(code))
+            sock.settimeout(timeout)
+            return sock
+        except OSError as exc:
+            err = exc
+            sock.close()
+        except BaseException:
+            sock.close()
+            raise
+    raise err or OSError(f"no address found for {host}")
+
+
+class _AbortAware:
+    """Connection mixin: connects that a cancel interrupts, and sockets an abort can reach."""
+
+    sock: Any
+    _held: Optional[bytes] = None
+
+    def _new_conn(self) -> socket.socket:
+        abort: Optional[Abort] = getattr(_local, "abort", None)
+        me: Any = self
+        if abort is None or not hasattr(select, "poll"):
+            sock: socket.socket = super()._new_conn()  # type: ignore[misc]
+            return sock
+        timeout = me.timeout if isinstance(me.timeout, (int, float)) else None
+        # The same exceptions urllib3's own _new_conn raises, so requests maps them alike.
+        try:
+            return _connect(
+                (me._dns_host, me.port), timeout, me.source_address, me.socket_options, abort
+            )
+        except socket.gaierror as exc:
+            raise urllib3.exceptions.NameResolutionError(me.host, me, exc) from exc
+        except socket.timeout as exc:
+            raise urllib3.exceptions.ConnectTimeoutError(
+                me, f"Connection to {me.host} timed out. (connect timeout={timeout})"
+            ) from exc
+        except OSError as exc:
+            raise urllib3.exceptions.NewConnectionError(
+                me, f"Failed to establish a new connection: {exc}"
+            ) from exc
+
+    def request(
+        self, method: str, url: str, body: Any = None, headers: Any = None, **kw: Any
+    ) -> None:
+        # http.client writes the head and then the body: two writes, and on loopback two
+        # wake-ups of the server. A request whose body is bytes goes out in one write.
+        self._held: Optional[bytes] = b"" if isinstance(body, bytes) and body else None
+        try:
+            super().request(method, url, body=body, headers=headers, **kw)  # type: ignore[misc]
+        finally:
+            self._held = None
+
+    def send(self, data: Any) -> None:
+        held = self._held
+        if held is not None:
+            if not held:
+                self._held = bytes(data)  # the head: wait for the body
+                return
+            self._held = None
+            data = held + data
+        super().send(data)  # type: ignore[misc]
+
+    def connect(self) -> None:
+        super().connect()  # type: ignore[misc]
+        abort: Optional[Abort] = getattr(_local, "abort", None)
+        if abort is not None:
+            abort.attach(self)  # type: ignore[arg-type]
+
+
+class _Conn(_AbortAware, HTTPConnection):
+    pass
+
+
+class _TLSConn(_AbortAware, HTTPSConnection):
+    pass
+
+
+class _PoolMixin:
+    def _make_request(self, conn: Any, *args: Any, **kwargs: Any) -> Any:
+        abort: Optional[Abort] = getattr(_local, "abort", None)
+        if abort is not None:
+            abort.attach(conn)
+        return super()._make_request(conn, *args, **kwargs)  # type: ignore[misc]
+
+
+class _Pool(_PoolMixin, HTTPConnectionPool):
+    ConnectionCls = _Conn
+
+
+class _TLSPool(_PoolMixin, HTTPSConnectionPool):
+    ConnectionCls = _TLSConn
+
+
+POOLS = {"http": _Pool, "https": _TLSPool}
+
+
+def current() -> threading.local:
+    """The thread-local slot in which the worker names the stream it is serving."""
+    return _local

@@ -1,0 +1,123 @@
+"""``Response``: what the transport hands the stream layer, and all it may do with it.
+
+Status, headers, the body's bytes as they arrive, and ``close()``/``release()``. The stream
+layer never sees a ``requests.Response``: a change of HTTP library touches this folder only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Callable, Optional
+
+import requests
+
+from ..errors import ProviderError
+from .abort import Abort
+from .chunked import chunked_body
+
+__all__ = ["Response"]
+
+_READ_SIZE = 65536
+_ERROR_BODY_CAP = 64 * 1024
+
+
+class Response:
+    """One HTTP response whose status and headers have arrived; the body is still unread."""
+
+    __slots__ = ("_abort", "_resp", "headers", "status")
+
+    def __init__(self, resp: requests.Response, abort: Abort) -> None:
+        self._resp = resp
+        self._abort = abort
+        self.status: int = resp.status_code
+        #: Case-insensitive, as HTTP header names are.
+        self.headers: Mapping[str, str] = resp.headers
+
+    @property
+    def content_type(self) -> str:
+        """The media type alone, lower case (``""`` when there is none)."""
+        return self.headers.get("Content-Type", "").split(";")[0].strip().lower()
+
+    def iter_bytes(self) -> Iterator[bytes]:
+        """Yield body bytes as soon as the socket has any, chunked or close-delimited."""
+        resp = self._resp
+        raw = resp.raw
+        chunked = chunked_body(resp)
+        if chunked is not None:
+            while True:
+                data = chunked.read()
+                if not data:
+                    return
+                yield data
+        # iter_content on a close-delimited body waits for a full buffer; read1 returns
+        # whatever one recv gave. urllib3 >= 2 has read1; older versions expose
+        # http.client's response as _fp.
+        read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw._fp.read1  # type: ignore[union-attr]
+        while True:
+            data = read1(_READ_SIZE)
+            if not data:
+                return
+            yield data
+
+    def read_body(self, cap: int, provider: str) -> str:
+        """The whole (non-streamed) body as text, refusing one larger than ``cap``."""
+        data = self._resp.raw.read(cap + 1, decode_content=True)
+        if len(data) > cap:
+            raise ProviderError(
+                f"{provider} sent a response larger than {cap} bytes; it was not read "
+                "(raise max_event_bytes if this is expected)",
+                provider=provider,
+                error_type="response_too_large",
+            )
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProviderError(
+                f"{provider} sent a response that is not valid UTF-8", provider=provider
+            ) from exc
+
+    def read_error_body(self) -> str:
+        """Up to 64 KiB of an error response's body, decoded leniently; closes the response."""
+        resp = self._resp
+        try:
+            data = resp.raw.read(_ERROR_BODY_CAP, decode_content=True)
+        except Exception:
+            data = b""
+        finally:
+            resp.close()
+        encoding = resp.encoding or "utf-8"
+        try:
+            return data.decode(encoding, errors="replace")
+        except LookupError:
+            return data.decode("utf-8", errors="replace")
+
+    def release(self, *, drain_timeout: float = 1.0) -> None:
+        """Return a finished response's connection to the pool, or close it.
+
+        After the end signal most servers end the body at once; a server that keeps it open
+        gets its connection closed after ``drain_timeout`` rather than holding the caller.
+        A stream that was aborted meanwhile has its connection closed, never pooled.
+        """
+        resp = self._resp
+        if not self._abort.detach():
+            resp.close()
+            return
+        raw = resp.raw
+        try:
+            sock = raw._connection.sock if raw._connection is not None else None
+            if sock is not None:
+                sock.settimeout(drain_timeout)
+            for _ in self.iter_bytes():
+                pass
+        except Exception:
+            resp.close()
+            return
+        raw.release_conn()
+
+    def close(self) -> None:
+        """Close the connection; it is not reused."""
+        self._resp.close()
+
+    def location(self) -> Optional[str]:
+        """Where a redirect points, if anywhere."""
+        return self.headers.get("Location")

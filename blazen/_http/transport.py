@@ -1,0 +1,179 @@
+"""``Transport``: one model's pooled connections, and sending a request over them.
+
+Two things here are not what a plain ``requests.post(stream=True)`` gives:
+
+- **Teardown that works** (:mod:`.abort`): every socket a stream uses is registered with
+  that stream's :class:`Abort`, which shuts it down on cancel, even mid-``recv``.
+- **A request prepared once per model**: the URL and headers are parsed and validated on
+  the first request and copied with each new body after that.
+
+What comes back is a :class:`~.response.Response`, never a ``requests.Response``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any, Optional
+
+import requests
+import requests.adapters
+
+from .._version import __version__
+from ..errors import CancelledError
+from .abort import POOLS, Abort, current
+from .request import HttpRequest
+from .response import Response
+
+__all__ = ["Transport"]
+
+logger = logging.getLogger("blazen")
+
+USER_AGENT = f"blazen-python/{__version__}"
+#: Prepared request templates kept per model (distinct URL and header sets).
+_PREPARED_CAP = 64
+
+
+class _Adapter(requests.adapters.HTTPAdapter):
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        manager.pool_classes_by_scheme = POOLS
+        return manager
+
+
+class _NoCookies(requests.cookies.RequestsCookieJar):
+    """A shared model must not carry one caller's cookies into another's request."""
+
+    def set_cookie(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Transport:
+    """One model's connection pool. Thread-safe; re-opens itself after :meth:`close`."""
+
+    def __init__(self, *, max_connections: int, verify: bool | str) -> None:
+        self._max = max_connections
+        self._verify = verify
+        self._lock = threading.Lock()
+        self._session: Optional[requests.Session] = None
+        self._proxy_cache: dict[str, dict[str, str]] = {}
+        self._prepared: dict[tuple[Any, ...], requests.PreparedRequest] = {}
+        # Bounds the connections in use at once; the pool keeps at most as many idle ones.
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._told_full = False
+
+    @contextlib.contextmanager
+    def slot(self, abort: Abort) -> Iterator[None]:
+        """Hold one of ``max_connections`` slots; waiting for one still obeys ``abort``."""
+        if not self._slots.acquire(blocking=False):
+            if not self._told_full:
+                # Once per model: a thread pool larger than the model's pool runs in waves.
+                self._told_full = True
+                logger.info(
+                    "all %d connections of this model are in use; further streams wait for "
+                    "one (raise max_connections= to run more at once)",
+                    self._max,
+                )
+            self._wait_for_slot(abort)
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    def _wait_for_slot(self, abort: Abort) -> None:
+        while not self._slots.acquire(timeout=0.05):
+            if abort.aborted:
+                raise CancelledError("the stream was cancelled while waiting for a connection")
+
+    def _get_session(self) -> requests.Session:
+        session = self._session
+        if session is None:
+            with self._lock:
+                session = self._session
+                if session is None:
+                    session = requests.Session()
+                    session.cookies = _NoCookies()
+                    adapter = _Adapter(pool_connections=4, pool_maxsize=self._max, max_retries=0)
+                    session.mount("http://", adapter)
+                    session.mount("https://", adapter)
+                    self._session = session
+        return session
+
+    def _prepare(self, request: HttpRequest, stream: bool) -> requests.PreparedRequest:
+        # requests prepares a request by parsing and re-validating its URL and every header
+        # (0.13 ms, as much as a short stream's parsing). A model sends the same URL and
+        # headers every time, so prepare them once and copy with the new body.
+        key = (request.method, request.url, stream, *request.headers.items())
+        template = self._prepared.get(key)
+        if template is None:
+            headers = {"User-Agent": USER_AGENT, **request.headers}
+            if stream:
+                # Compression buffers a stream; providers do not compress SSE anyway.
+                headers.setdefault("Accept-Encoding", "identity")
+            prepared = requests.Request(
+                request.method, request.url, headers=headers, data=request.body
+            ).prepare()
+            if len(self._prepared) >= _PREPARED_CAP:
+                self._prepared.clear()
+            self._prepared[key] = prepared
+            return prepared.copy()
+        prepared = template.copy()
+        prepared.body = request.body
+        prepared.headers["Content-Length"] = str(len(request.body))
+        return prepared
+
+    def _proxies(self, url: str) -> dict[str, str]:
+        # Reading the proxy variables walks and decodes the whole environment, twice: that
+        # was a quarter of the CPU a short stream costs. Like httpx, read them once per
+        # client (here per model and URL) rather than on every request.
+        proxies = self._proxy_cache.get(url)
+        if proxies is None:
+            proxies = self._proxy_cache[url] = requests.utils.get_environ_proxies(url)
+        return proxies
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        with self._lock:
+            session, self._session = self._session, None
+        if session is not None:
+            session.close()
+
+    def open(
+        self,
+        request: HttpRequest,
+        abort: Abort,
+        *,
+        stream: bool,
+        connect_timeout: Optional[float],
+        read_timeout: Optional[float],
+    ) -> Response:
+        """Send ``request`` and return once the status and headers have arrived.
+
+        Redirects are never followed: a redirect would carry the key to another host.
+        """
+        prepared = self._prepare(request, stream)
+        session = self._get_session()
+        local = current()
+        local.abort = abort
+        try:
+            if abort.aborted:
+                raise CancelledError("the stream was cancelled before it was sent")
+            resp = session.send(
+                prepared,
+                stream=True,
+                timeout=(connect_timeout, read_timeout),
+                allow_redirects=False,
+                verify=self._verify,
+                proxies=self._proxies(request.url),
+            )
+            return Response(resp, abort)
+        finally:
+            local.abort = None
+
+

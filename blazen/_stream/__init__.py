@@ -1,0 +1,39 @@
+"""The stream lifecycle: a worker thread per stream, typed hand-offs, exactly one terminal.
+
+``ChatModel`` binds a :class:`WireFormat` to a connection pool; :class:`Streaming` runs one
+request on a worker thread (:mod:`.worker`) and delivers its events through one I/O-free
+protocol (:mod:`.delivery`) that the blocking, asyncio and background drivers all carry
+out. Wire formats plug in from :mod:`blazen.providers` by implementing :class:`WireFormat`
+and folding payloads into a :class:`StreamState`; nothing here knows a provider by name.
+"""
+
+from __future__ import annotations
+
+from .checks import check_callable, check_controls, check_request
+from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .lifecycle import init, shutdown
+from .model import ChatModel
+from .options import ModelOptions
+from .state import StreamState, normalise_finish_reason
+from .streaming import Streaming
+from .wire import WireFormat, error_from_body, error_from_http, malformed
+
+__all__ = [
+    "ChatModel",
+    "ChunkCallback",
+    "DoneCallback",
+    "ErrorCallback",
+    "ModelOptions",
+    "StreamState",
+    "Streaming",
+    "WireFormat",
+    "check_callable",
+    "check_controls",
+    "check_request",
+    "error_from_body",
+    "error_from_http",
+    "init",
+    "malformed",
+    "normalise_finish_reason",
+    "shutdown",
+]

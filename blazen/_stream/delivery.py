@@ -1,0 +1,208 @@
+"""What each event from the worker means for the caller, written once for every driver.
+
+:meth:`Delivery.steps` is a generator that performs no I/O and calls no user code. It
+yields *operations* (:data:`~.events.Op`) and the driver (blocking, asyncio, or background
+thread) carries them out and sends back the result:
+
+- :class:`~.events.Wait`: the next worker event, or None after ``seconds``;
+- :class:`~.events.Deliver`: call the chunk callback with each chunk; send back the
+  exception it raised, or None;
+- :class:`~.events.Stop`: tear the worker's connection down and wait until it has exited;
+- :class:`~.events.Join`: wait until the worker has exited (it is finishing on its own);
+- :class:`~.events.Call`: call on_done/on_error; its exceptions propagate to the caller.
+
+So the rules live in one place: exactly one terminal, nothing after it, the idle and total
+limits, a raising chunk callback aborting the stream, and the worker gone before returning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .._cancel import CancelToken
+from .._types import CompletionResponse, StreamChunk, TokenUsage
+from ..errors import BlazenError, CallbackError, CancelledError, TimeoutError
+from .events import (
+    CANCEL,
+    JOIN,
+    STOP,
+    Call,
+    Cancel,
+    Chunks,
+    Deliver,
+    Done,
+    Exit,
+    Failed,
+    Op,
+    Wait,
+    WorkerEvent,
+)
+from .worker import Run
+
+if TYPE_CHECKING:
+    from .model import ChatModel
+
+__all__ = ["ChunkCallback", "Delivery", "DoneCallback", "ErrorCallback"]
+
+logger = logging.getLogger("blazen")
+
+ChunkCallback = Callable[[StreamChunk], Any]
+DoneCallback = Callable[[str, Optional[TokenUsage]], Any]
+ErrorCallback = Callable[[BlazenError], Any]
+
+
+class Delivery:
+    """The caller's half of one stream, as a sans-I/O state machine."""
+
+    def __init__(
+        self,
+        model: ChatModel,
+        run: Run,
+        *,
+        on_chunk: Optional[ChunkCallback],
+        on_done: Optional[DoneCallback],
+        on_error: Optional[ErrorCallback],
+        tokens: list[CancelToken],
+        timeout: Optional[float],
+    ) -> None:
+        self.model = model
+        self.run = run
+        self.on_chunk = on_chunk
+        self.on_done = on_done
+        self.on_error = on_error
+        self.tokens = tokens
+        self.timeout = timeout if timeout is not None else model.options.timeout
+        # Without streaming there is no content to be idle between: the socket's read
+        # timeout still bounds a silent server.
+        self.idle = model.options.idle_timeout if run.stream else None
+        #: A terminal event has been decided; nothing else may be delivered.
+        self.ended = False
+
+    def subscribe(self) -> list[Callable[[], None]]:
+        """Make every cancel token wake the caller; returns the unsubscribers."""
+        return [t.subscribe(self._cancelled) for t in self.tokens]
+
+    def _cancelled(self) -> None:
+        # Runs on whichever thread called cancel(). Wake the caller first: the abort makes
+        # the worker exit, and its EXIT must not overtake CANCEL in the caller's queue.
+        self.run.post(CANCEL)
+        self.run.abort.abort()
+
+    def finish(self, err: BlazenError) -> BlazenError:
+        """Fill in the partial text (once the worker is gone) and scrub secrets."""
+        # Only called once the worker has handed over its last event (after STOP or JOIN),
+        # so its state no longer changes.
+        run = self.run
+        if not err.partial:
+            err.partial = run.state.text
+            err.partial_reasoning = run.state.reasoning
+        return self.model.scrub(err)
+
+    def interrupted(self, how: str) -> Optional[BlazenError]:
+        """The error for Ctrl-C or a cancelled task, if the stream had not ended yet."""
+        if self.ended:
+            return None
+        self.ended = True
+        self.run.abort.abort()
+        return CancelledError(f"the stream was interrupted by {how}")
+
+    def steps(self) -> Generator[Op, Any, Optional[CompletionResponse]]:
+        """The protocol; see the module docstring."""
+        on_chunk = self.on_chunk
+        idle = self.idle
+        total = self.timeout
+        now = time.monotonic
+        start = last = now()
+        end = start + total if total is not None else None
+        while True:
+            wait: Optional[float] = None
+            if idle is not None:
+                wait = last + idle - now()
+            if end is not None:
+                left = end - now()
+                wait = left if wait is None or left < wait else wait
+            # A deadline that has passed wins even when events are queued: a caller slower
+            # than the stream must still hit its total timeout.
+            expired = end is not None and now() >= end
+            item: Optional[WorkerEvent] = (
+                None if expired else (yield Wait(None if wait is None else max(wait, 0.0)))
+            )
+            if item is None:
+                yield from self._fail(self._timed_out(end, idle, total), stop=True)
+                return None
+            if isinstance(item, Chunks):
+                last = now()
+                if on_chunk is not None:
+                    raised = yield Deliver(on_chunk, item.chunks)
+                    if raised is not None:
+                        yield from self._callback_raised(raised)
+                        return None
+            elif isinstance(item, Done):
+                self.ended = True
+                yield JOIN
+                response = item.response
+                if self.on_done is not None:
+                    yield Call(self.on_done, (response.finish_reason, response.usage))
+                return response
+            elif isinstance(item, Failed):
+                yield from self._fail(item.error, stop=False)
+                return None
+            elif isinstance(item, Cancel):
+                reason = next((t.reason for t in self.tokens if t.cancelled and t.reason), "")
+                err = CancelledError("the stream was cancelled" + (f": {reason}" if reason else ""))
+                yield from self._fail(err, stop=True)
+                return None
+            elif isinstance(item, Exit):
+                # The worker exited without a terminal event: only possible if it was
+                # aborted, which the caller would have decided. Treat as cancelled.
+                yield from self._fail(CancelledError("the stream was aborted"), stop=False)
+                return None
+            else:  # Progress: a retry is starting, which is not being idle
+                last = now()
+
+    def _fail(self, err: BlazenError, *, stop: bool) -> Generator[Op, Any, None]:
+        self.ended = True
+        yield STOP if stop else JOIN
+        err = self.finish(err)
+        if self.on_error is None:
+            raise err from err.__cause__
+        yield Call(self.on_error, (err,))
+        return None
+
+    def _callback_raised(self, exc: BaseException) -> Generator[Op, Any, None]:
+        # Tear the connection down first, so the server stops sending at once.
+        self.run.abort.abort()
+        logger.error(
+            "on_chunk raised %s; aborting the %s stream",
+            type(exc).__name__,
+            self.model.provider,
+            exc_info=exc,
+        )
+        err = CallbackError(f"on_chunk raised {type(exc).__name__}: {exc}; the stream was aborted")
+        err.__cause__ = exc
+        yield from self._fail(err, stop=True)
+        return None
+
+    def _timed_out(
+        self, end: Optional[float], idle: Optional[float], total: Optional[float]
+    ) -> TimeoutError:
+        provider = self.model.provider
+        if end is not None and total is not None and time.monotonic() >= end:
+            return TimeoutError(
+                f"the stream from {provider} did not finish within the total timeout of "
+                f"{total:g} s",
+                limit="total",
+                seconds=total,
+                provider=provider,
+            )
+        seconds = idle or 0.0
+        return TimeoutError(
+            f"{provider} sent no content for {seconds:g} s (idle timeout; keep-alives do "
+            "not count); the stream was stopped (raise idle_timeout= for slow models)",
+            limit="idle",
+            seconds=seconds,
+            provider=provider,
+        )

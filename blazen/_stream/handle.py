@@ -1,0 +1,104 @@
+"""``StreamHandle``: a stream running in the background, as a ``concurrent.futures.Future``."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Callable, Optional
+
+from .._cancel import CancelToken, tokens_for
+from .._types import CompletionRequest, CompletionResponse
+from ..errors import BlazenError
+from .blocking import complete_blocking
+from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+
+if TYPE_CHECKING:
+    from .model import ChatModel
+
+__all__ = ["StreamHandle"]
+
+
+def _forward(source: CancelToken, target: CancelToken) -> Callable[[], None]:
+    return lambda: target.cancel(source.reason)
+
+
+class StreamHandle(Future):  # type: ignore[type-arg]
+    """A stream started by ``Streaming.start``.
+
+    It is a ``concurrent.futures.Future`` of the :class:`CompletionResponse`, so
+    ``concurrent.futures.wait`` and ``as_completed`` work with it. ``result()`` raises the
+    stream's error (a :class:`~blazen.BlazenError`) when it failed, whether or not an
+    ``on_error`` callback was given. ``cancel()`` ends a running stream: it finishes with
+    :class:`~blazen.CancelledError` as its exception (not the Future's cancelled state).
+    """
+
+    _token: CancelToken
+    _thread: threading.Thread
+
+    @classmethod
+    def _start(
+        cls,
+        model: ChatModel,
+        req: CompletionRequest,
+        *,
+        on_chunk: Optional[ChunkCallback],
+        on_done: Optional[DoneCallback],
+        on_error: Optional[ErrorCallback],
+        cancel: Optional[CancelToken],
+        timeout: Optional[float],
+    ) -> StreamHandle:
+        handle = cls()
+        token = handle._token = CancelToken()
+        # The caller's token and its ambient one (captured now: the background thread
+        # starts with an empty context) both cancel this stream, with their reason.
+        unsubscribe = [t.subscribe(_forward(t, token)) for t in tokens_for(cancel)]
+        failure: list[BlazenError] = []
+
+        def record_error(err: BlazenError) -> None:
+            failure.append(err)
+            if on_error is not None:
+                on_error(err)
+
+        def run() -> None:
+            if not handle.set_running_or_notify_cancel():
+                return
+            try:
+                response = complete_blocking(
+                    model,
+                    req,
+                    on_chunk=on_chunk,
+                    on_done=on_done,
+                    on_error=record_error,
+                    cancel=handle._token,
+                    timeout=timeout,
+                )
+            except BaseException as exc:
+                handle.set_exception(exc)
+                return
+            finally:
+                for unsub in unsubscribe:
+                    unsub()
+            if failure:
+                handle.set_exception(failure[0])
+            else:
+                handle.set_result(response)
+
+        handle._thread = threading.Thread(target=run, name="blazen-handle", daemon=True)
+        handle._thread.start()
+        return handle
+
+    def cancel(self) -> bool:
+        """Cancel the stream. Returns False if it had already finished."""
+        if self.done():
+            return False
+        self._token.cancel("StreamHandle.cancel()")
+        return True
+
+    def result(self, timeout: Optional[float] = None) -> CompletionResponse:
+        """The response; raises the stream's error, or ``TimeoutError`` after ``timeout``."""
+        response: CompletionResponse = super().result(timeout)
+        return response
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Wait until the background thread, and so every callback, has finished."""
+        self._thread.join(timeout)

@@ -1,0 +1,110 @@
+"""``ModelOptions``: what every provider accepts besides its key, model and URL."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
+from .._frozen import Frozen
+from .._http import DEFAULT_MAX_EVENT_BYTES
+
+__all__ = ["ModelOptions"]
+
+
+def _timeout(name: str, value: Optional[float]) -> Optional[float]:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        msg = f"{name} must be a number of seconds or None, got {type(value).__name__}"
+        raise TypeError(msg)
+    if not value > 0 or math.isinf(value):
+        msg = f"{name} must be a positive, finite number of seconds (or None), got {value}"
+        raise ValueError(msg)
+    return float(value)
+
+
+class ModelOptions(Frozen):
+    """Options every provider accepts (``Providers.<name>(..., **options)``).
+
+    - ``max_retries`` (2): attempts after the first, only before any chunk is delivered.
+    - ``connect_timeout`` (10 s), ``idle_timeout`` (300 s without a content event),
+      ``timeout`` (None: no total limit unless given per call).
+    - ``headers``: extra HTTP headers. ``verify``: TLS verification, or a CA bundle path.
+    - ``max_connections`` (32): connections one model uses at once (more callers wait for
+      a free one) and keeps pooled.
+    - ``max_event_bytes`` (8 MiB): the largest single event accepted.
+    - ``retry_after_cap`` (60 s): a longer ``Retry-After`` is not waited for.
+    """
+
+    __slots__ = (
+        "connect_timeout",
+        "headers",
+        "idle_timeout",
+        "max_connections",
+        "max_event_bytes",
+        "max_retries",
+        "retry_after_cap",
+        "timeout",
+        "verify",
+    )
+
+    max_retries: int
+    connect_timeout: Optional[float]
+    idle_timeout: Optional[float]
+    timeout: Optional[float]
+    headers: Mapping[str, str]
+    verify: Union[bool, str]
+    max_connections: int
+    max_event_bytes: int
+    retry_after_cap: float
+
+    def __init__(
+        self,
+        *,
+        max_retries: int = 2,
+        connect_timeout: Optional[float] = 10.0,
+        idle_timeout: Optional[float] = 300.0,
+        timeout: Optional[float] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        verify: Union[bool, str] = True,
+        max_connections: int = 32,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        retry_after_cap: float = 60.0,
+    ) -> None:
+        values = dict(locals())
+        for name in ("connect_timeout", "idle_timeout", "timeout", "retry_after_cap"):
+            values[name] = _timeout(name, values[name])
+        for name, low in (("max_retries", 0), ("max_connections", 1), ("max_event_bytes", 1024)):
+            value = values[name]
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                msg = f"{name} must be an int of at least {low}, got {value!r}"
+                raise ValueError(msg)
+        headers = {} if headers is None else headers
+        if not isinstance(headers, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+        ):
+            msg = "headers must be a mapping of str to str"
+            raise TypeError(msg)
+        values["headers"] = dict(headers)
+        if not isinstance(verify, (bool, str)):
+            msg = "verify must be True, False or the path of a CA bundle"
+            raise TypeError(msg)
+        self._fill(values)
+
+    def _shown(self) -> dict[str, Any]:
+        # Extra headers often carry a credential (a gateway key): name them, never show them.
+        return {**super()._shown(), "headers": {name: "***" for name in self.headers}}
+
+    @classmethod
+    def from_kwargs(cls, provider: str, options: Mapping[str, Any]) -> ModelOptions:
+        """Build options, naming any option that does not exist."""
+        known = set(cls._fields)
+        unknown = sorted(set(options) - known)
+        if unknown:
+            msg = (
+                f"unknown option(s) for Providers.{provider}: {', '.join(unknown)}; "
+                f"known options: {', '.join(sorted(known))}"
+            )
+            raise TypeError(msg)
+        return cls(**options)

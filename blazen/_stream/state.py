@@ -1,0 +1,254 @@
+"""The stream state every wire format folds its payloads into. No I/O.
+
+A wire format's ``fold`` reads one payload and calls :meth:`StreamState.tool_delta` for each
+tool-call fragment, then :meth:`StreamState.emit` with the text and reasoning deltas; ``emit``
+returns the chunk to deliver (or None when the payload changed nothing a user can see).
+Tool calls are assembled here once for every provider: ``id``, ``name`` and ``type`` are set
+once and never concatenated, only ``arguments`` fragments are appended.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from .._types import (
+    CompletionResponse,
+    StreamChunk,
+    TokenUsage,
+    ToolCall,
+    _Fragments,
+    _stream_chunk,
+)
+
+__all__ = ["StreamState", "normalise_finish_reason"]
+
+_STOP = frozenset(
+    {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"}
+)
+_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
+_LENGTH = frozenset({"length", "max_tokens", "model_length", "model_context_window_exceeded"})
+_FILTER = frozenset(
+    {
+        "content_filter",
+        "safety",
+        "recitation",
+        "blocklist",
+        "prohibited_content",
+        "spii",
+        "refusal",
+        "image_safety",
+    }
+)
+
+
+def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
+    """Map a provider's finish reason to ``stop``, ``tool_calls``, ``length``,
+    ``content_filter`` or ``""`` (none reported).
+
+    A stop-like reason after tool calls is ``tool_calls``: Gemini and Ollama say "stop"
+    there. An unknown reason is treated as ``stop``; the raw value stays on the response.
+    """
+    if not raw:
+        return ""
+    low = raw.lower()
+    if low in _TOOLS:
+        return "tool_calls"
+    if low in _LENGTH:
+        return "length"
+    if low in _FILTER:
+        return "content_filter"
+    return "tool_calls" if has_tool_calls else "stop"
+
+
+class _Text:
+    """Text that grows by small deltas, kept as a few long strings instead of one per delta.
+
+    A stream of 200,000 tokens would otherwise hold 200,000 small ``str`` objects, each
+    costing about 60 bytes beyond its text; joining every 256 parts makes that negligible.
+    """
+
+    __slots__ = ("_blocks", "_parts")
+
+    def __init__(self) -> None:
+        self._blocks: list[str] = []
+        self._parts: list[str] = []
+
+    def add(self, delta: str) -> None:
+        parts = self._parts
+        parts.append(delta)
+        if len(parts) >= 256:
+            self._blocks.append("".join(parts))
+            parts.clear()
+
+    def __bool__(self) -> bool:
+        return bool(self._parts or self._blocks)
+
+    def __str__(self) -> str:
+        # Join once into a single block: the peak is the blocks plus the whole text (no
+        # third copy from joining the tail separately), and reading it again costs nothing.
+        blocks = self._blocks
+        if self._parts:
+            blocks.append("".join(self._parts))
+            self._parts.clear()
+        if len(blocks) > 1:
+            blocks[:] = ["".join(blocks)]
+        return blocks[0] if blocks else ""
+
+
+class _Call:
+    __slots__ = ("id", "name", "parts", "snapshot", "synthetic_id")
+
+    def __init__(self, call_id: Optional[str], number: int) -> None:
+        self.synthetic_id = not call_id
+        self.id = call_id or f"call_{number}"
+        self.name = ""
+        self.parts: list[str] = []
+        #: The ToolCall for this call as it stands, until a fragment changes it.
+        self.snapshot: Optional[ToolCall] = None
+
+
+class StreamState:
+    """What has streamed so far: text, reasoning, tool calls, finish reason, usage."""
+
+    __slots__ = (
+        "_by_key",
+        "_calls",
+        "_current",
+        "_dirty",
+        "_reasoning",
+        "_snapshot",
+        "_text",
+        "finished",
+        "model",
+        "raw_finish_reason",
+        "scratch",
+        "usage",
+    )
+
+    def __init__(self) -> None:
+        self._text = _Text()
+        self._reasoning = _Text()
+        self._calls: list[_Call] = []
+        self._by_key: dict[Union[int, str], _Call] = {}
+        self._current: Optional[_Call] = None
+        self._dirty = False
+        self._snapshot: tuple[ToolCall, ...] = ()
+        #: The provider's end signal was seen ([DONE], message_stop, done: true, ...).
+        self.finished = False
+        self.raw_finish_reason: Optional[str] = None
+        self.usage: Optional[TokenUsage] = None
+        self.model: Optional[str] = None
+        #: Per-stream notes a wire format keeps between payloads (Anthropic's block types).
+        self.scratch: dict[str, Any] = {}
+
+    # -- folding -----------------------------------------------------------------------
+
+    def tool_delta(
+        self,
+        index: Optional[int],
+        call_id: Optional[str],
+        name: Optional[str],
+        arguments: Optional[str],
+    ) -> None:
+        """Merge one tool-call fragment, keyed by ``index``, else ``id``, else the current call."""
+        call: Optional[_Call]
+        if index is not None:
+            call = self._by_key.get(index)
+            if call is None and call_id:
+                # Some servers number calls per chunk: an id we know wins over a new index.
+                call = self._by_key.get(call_id)
+                if call is not None:
+                    self._by_key[index] = call
+            if call is None:
+                call = self._new_call(call_id)
+                self._by_key[index] = call
+        elif call_id:
+            call = self._by_key.get(call_id)
+            if call is None:
+                call = self._new_call(call_id)
+        else:
+            call = self._current or self._new_call(None)
+        if call_id and call.synthetic_id:
+            call.id = call_id
+            call.synthetic_id = False
+            self._by_key[call_id] = call
+        if name and not call.name:
+            call.name = name
+        if arguments:
+            call.parts.append(arguments)
+        call.snapshot = None
+        self._current = call
+        self._dirty = True
+
+    def _new_call(self, call_id: Optional[str]) -> _Call:
+        call = _Call(call_id, len(self._calls))
+        self._calls.append(call)
+        if call_id:
+            self._by_key[call_id] = call
+        return call
+
+    def emit(self, content: Optional[str], reasoning: Optional[str]) -> Optional[StreamChunk]:
+        """Record this payload's deltas; return the chunk to deliver, or None if nothing changed."""
+        if content:
+            self._text.add(content)
+        else:
+            content = None
+        if reasoning:
+            self._reasoning.add(reasoning)
+        else:
+            reasoning = None
+        if self._dirty:
+            # A delta touches one call: the others keep their ToolCall from the last snapshot.
+            self._dirty = False
+            snapshot = []
+            for c in self._calls:
+                tc = c.snapshot
+                if tc is None:
+                    tc = c.snapshot = ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts)))
+                snapshot.append(tc)
+            self._snapshot = tuple(snapshot)
+        elif content is None and reasoning is None:
+            return None
+        return _stream_chunk(content, reasoning, self._snapshot)
+
+    # -- reading -----------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        """All text so far."""
+        return str(self._text)
+
+    @property
+    def reasoning(self) -> str:
+        """All reasoning so far."""
+        return str(self._reasoning)
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        """The current snapshot."""
+        if self._dirty:
+            self.emit(None, None)
+        return self._snapshot
+
+    @property
+    def has_content(self) -> bool:
+        """Whether any text, reasoning or tool call has streamed."""
+        return bool(self._text or self._reasoning or self._calls)
+
+    def final_chunk(self) -> StreamChunk:
+        """The chunk that closes a successful stream (``is_final``, the last snapshot)."""
+        return StreamChunk(tool_calls=self.tool_calls, is_final=True)
+
+    def response(self) -> CompletionResponse:
+        """The assembled response."""
+        calls = self.tool_calls
+        reasoning = self.reasoning
+        return CompletionResponse(
+            content=self.text,
+            reasoning=reasoning or None,
+            tool_calls=calls,
+            finish_reason=normalise_finish_reason(self.raw_finish_reason, bool(calls)),
+            raw_finish_reason=self.raw_finish_reason,
+            usage=self.usage,
+            model=self.model,
+        )

@@ -1,0 +1,143 @@
+"""``Streaming``: the entry points of the contract, for blocking, asyncio and background callers."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from .._cancel import CancelToken
+from .._types import CompletionRequest, CompletionResponse
+from .blocking import complete_blocking
+from .checks import check_controls, check_request
+from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .model import ChatModel
+
+if TYPE_CHECKING:
+    from .handle import StreamHandle
+
+__all__ = ["Streaming"]
+
+Handler = Callable[..., Any]
+
+
+def _prepare(
+    model: Any,
+    req: Any,
+    handler: Optional[Handler],
+    on_chunk: Optional[ChunkCallback],
+    on_done: Optional[DoneCallback],
+    on_error: Optional[ErrorCallback],
+    cancel: Optional[CancelToken],
+    timeout: Optional[float],
+) -> dict[str, Any]:
+    """Validate an entry point's arguments and fan the block handler out per kind.
+
+    A keyword callback wins over the block handler for its kind.
+    """
+    if not isinstance(model, ChatModel):
+        msg = f"model must come from blazen.Providers, got {type(model).__name__}"
+        raise TypeError(msg)
+    check_request(req)
+    callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
+    check_controls({**callbacks, "on_error": on_error}, cancel, timeout)
+    if handler is not None:
+        on_chunk = on_chunk or functools.partial(handler, "chunk")
+        on_done = on_done or functools.partial(handler, "done")
+        on_error = on_error or functools.partial(handler, "error")
+    return {
+        "on_chunk": on_chunk,
+        "on_done": on_done,
+        "on_error": on_error,
+        "cancel": cancel,
+        "timeout": timeout,
+    }
+
+
+class Streaming:
+    """Streamed completions delivered through callbacks.
+
+    Example::
+
+        def handler(kind, *args):
+            if kind == "chunk":
+                print(args[0].content_delta or "", end="", flush=True)
+            elif kind == "done":
+                reason, usage = args
+            elif kind == "error":
+                print("failed:", args[0])
+
+        response = Streaming.complete(model, req, handler)
+    """
+
+    @staticmethod
+    def complete(
+        model: ChatModel,
+        req: CompletionRequest,
+        handler: Optional[Handler] = None,
+        *,
+        on_chunk: Optional[ChunkCallback] = None,
+        on_done: Optional[DoneCallback] = None,
+        on_error: Optional[ErrorCallback] = None,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> Optional[CompletionResponse]:
+        """Stream ``req`` from ``model``, calling back on this thread; block until it ends.
+
+        ``handler(kind, *args)`` receives every kind (``"chunk"``, ``"done"``, ``"error"``);
+        a keyword callback wins over it for its kind. Exactly one of done or error fires.
+        Returns the :class:`CompletionResponse` on success; on failure returns None if an
+        error handler was given, else raises the error.
+        """
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        return complete_blocking(model, req, **kwargs)
+
+    @staticmethod
+    async def complete_async(
+        model: ChatModel,
+        req: CompletionRequest,
+        handler: Optional[Handler] = None,
+        *,
+        on_chunk: Optional[ChunkCallback] = None,
+        on_done: Optional[DoneCallback] = None,
+        on_error: Optional[ErrorCallback] = None,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> Optional[CompletionResponse]:
+        """The same contract on asyncio: callbacks run on the event loop, one at a time.
+
+        A callback may be a coroutine function; it is awaited before the next event.
+        Cancelling the awaiting task cancels the stream (``on_error(CancelledError)``),
+        then ``asyncio.CancelledError`` propagates. Example::
+
+            resp = await Streaming.complete_async(model, req, on_chunk=send_to_client)
+        """
+        from .aio import complete_async
+
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        return await complete_async(model, req, **kwargs)
+
+    @staticmethod
+    def start(
+        model: ChatModel,
+        req: CompletionRequest,
+        handler: Optional[Handler] = None,
+        *,
+        on_chunk: Optional[ChunkCallback] = None,
+        on_done: Optional[DoneCallback] = None,
+        on_error: Optional[ErrorCallback] = None,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> StreamHandle:
+        """Start streaming and return at once; callbacks run in order on a background thread.
+
+        The :class:`StreamHandle` is a ``concurrent.futures.Future``: ``result()`` gives the
+        response or raises the stream's error, and ``cancel()`` ends the stream. Example::
+
+            handle = Streaming.start(model, req, on_chunk=ui.append)
+            ...
+            handle.cancel()
+        """
+        from .handle import StreamHandle
+
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        return StreamHandle._start(model, req, **kwargs)

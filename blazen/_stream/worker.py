@@ -1,0 +1,254 @@
+"""The worker half of a stream: send, read, fold, retry, and hand events to the caller.
+
+The worker runs on its own thread and never calls user code. It hands typed events
+(:mod:`.events`) to a ``put`` callable (a queue for blocking callers, the event loop for
+asyncio) and always ends with :data:`~.events.EXIT`. Whatever the caller decides (cancel,
+timeout, a raising callback), it tears the socket down through the run's
+:class:`~blazen._http.Abort` and the worker exits. It talks HTTP only through
+:mod:`blazen._http`'s small response object.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._http import (
+    Abort,
+    HttpRequest,
+    Response,
+    iter_ndjson,
+    iter_sse,
+    map_exception,
+    retry_delay,
+)
+from .._types import CompletionRequest, StreamChunk
+from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
+from .events import EXIT, PROGRESS, Chunks, Done, Failed, WorkerEvent
+from .state import StreamState
+from .wire import error_from_body, malformed
+
+if TYPE_CHECKING:
+    from .model import ChatModel
+
+__all__ = ["Run"]
+
+logger = logging.getLogger("blazen")
+
+
+class Run:
+    """One request: its worker thread, its abort handle, and where its events go."""
+
+    __slots__ = ("abort", "delivered", "model", "put", "req", "state", "stream", "thread")
+
+    def __init__(
+        self,
+        model: ChatModel,
+        req: CompletionRequest,
+        put: Callable[[WorkerEvent], Any],
+        *,
+        stream: bool = True,
+    ) -> None:
+        self.model = model
+        self.req = req
+        self.put = put
+        self.stream = stream
+        self.abort = Abort()
+        self.state = StreamState()
+        #: Whether a chunk has been handed to the caller (after that, nothing is retried).
+        self.delivered = False
+        self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
+
+    def _work(self) -> None:
+        try:
+            self._attempts()
+        except BaseException as exc:
+            err = InternalError(f"blazen's stream worker failed: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            self.post(Failed(err))
+        finally:
+            self.post(EXIT)
+
+    def post(self, item: WorkerEvent) -> None:
+        """Hand ``item`` to the caller; if nobody listens any more, end the stream."""
+        try:
+            self.put(item)
+        except RuntimeError:
+            # The caller's event loop is gone: nobody is listening any more.
+            self.abort.abort()
+
+    def _attempts(self) -> None:
+        model = self.model
+        opts = model.options
+        try:
+            http = model.wire.build(self.req, stream=self.stream)
+        except BlazenError as build_error:
+            self.post(Failed(build_error))
+            return
+        attempt = 0
+        while True:
+            self.state = StreamState()
+            try:
+                with model.transport.slot(self.abort):
+                    self._attempt(http)
+                return
+            except Exception as exc:
+                if self.abort.aborted:
+                    return  # the caller decided how this stream ends
+                err = map_exception(
+                    exc,
+                    provider=model.provider,
+                    url=http.url,
+                    connect_timeout=opts.connect_timeout,
+                    read_timeout=opts.idle_timeout,
+                )
+            if not self.delivered and attempt < opts.max_retries:
+                delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
+                if delay is not None:
+                    attempt += 1
+                    logger.info(
+                        "%s: %s; retrying in %.2f s (retry %d of %d)",
+                        model.provider,
+                        model.redact(err.message),
+                        delay,
+                        attempt,
+                        opts.max_retries,
+                    )
+                    self.post(PROGRESS)
+                    if self.abort.event.wait(delay):
+                        return
+                    continue
+            if err.retry_after is not None and err.retry_after > opts.retry_after_cap:
+                err.message += (
+                    f" (the server asked to wait {err.retry_after:g} s, longer than "
+                    f"retry_after_cap={opts.retry_after_cap:g} s, so blazen did not retry)"
+                )
+            err.partial = self.state.text
+            err.partial_reasoning = self.state.reasoning
+            self.post(Failed(err))
+            return
+
+    def _attempt(self, http: HttpRequest) -> None:
+        model = self.model
+        wire = model.wire
+        opts = model.options
+        resp = model.transport.open(
+            http,
+            self.abort,
+            stream=self.stream,
+            connect_timeout=opts.connect_timeout,
+            read_timeout=opts.idle_timeout,
+        )
+        finished = False
+        try:
+            status = resp.status
+            if status != 200:
+                self._raise_for_status(resp, status)
+            if not self.stream:
+                body = resp.read_body(opts.max_event_bytes, wire.provider)
+                response = wire.parse_response(body)
+                finished = True
+                resp.release()
+                self.post(Done(response))
+                return
+            ctype = resp.content_type
+            if ctype not in wire.stream_content_types:
+                raise self._wrong_content_type(ctype, resp.read_error_body(), http.url)
+            self._fold_stream(resp)
+            finished = True
+            resp.release()
+        finally:
+            if not finished:
+                resp.close()
+
+    def _fold_stream(self, resp: Response) -> None:
+        post = self.post
+        pending: list[StreamChunk] = []
+
+        def flush() -> None:
+            if pending:
+                post(Chunks(pending[:]))
+                pending.clear()
+
+        try:
+            self._fold_frames(_flushing(resp.iter_bytes(), flush), pending)
+        finally:
+            # Whatever ends the stream, the chunks parsed before it reach the caller first.
+            flush()
+        post(Done(self.state.response()))
+
+    def _fold_frames(self, byte_chunks: Iterator[bytes], pending: list[StreamChunk]) -> None:
+        wire = self.model.wire
+        cap = self.model.options.max_event_bytes
+        frames: Any
+        if wire.framing == "sse":
+            frames = iter_sse(byte_chunks, provider=wire.provider, max_event_bytes=cap)
+        else:
+            lines = iter_ndjson(byte_chunks, provider=wire.provider, max_line_bytes=cap)
+            frames = (("", line) for line in lines)
+        fold = wire.fold
+        add = pending.append
+        state = self.state
+        for event, data in frames:
+            try:
+                chunk = fold(state, event, data)
+            except BlazenError:
+                raise
+            except (LookupError, TypeError, AttributeError, ValueError) as exc:
+                raise malformed(wire.provider, "unexpected shape", data) from exc
+            if chunk is not None:
+                self.delivered = True
+                add(chunk)
+            if state.finished:
+                break
+        if not state.finished:
+            raise ConnectionError(
+                f"{wire.provider} ended the stream before its end signal: the answer is "
+                "incomplete (the text received so far is on err.partial)",
+                provider=wire.provider,
+                error_type="truncated",
+                retryable=True,
+            )
+        add(state.final_chunk())
+
+    def _raise_for_status(self, resp: Response, status: int) -> None:
+        wire = self.model.wire
+        body = resp.read_error_body()
+        if 300 <= status < 400:
+            raise ProviderError(
+                f"{wire.provider} answered with a redirect ({status}) to "
+                f"{resp.location() or '?'!r}; blazen does not follow redirects "
+                "(they could carry the key elsewhere): set base_url to the final address",
+                provider=wire.provider,
+                status=status,
+            )
+        raise wire.error(status, resp.headers, body)
+
+    def _wrong_content_type(self, ctype: str, body: str, url: str) -> ProviderError:
+        provider = self.model.provider
+        if ctype == "application/json":
+            try:
+                payload = json.loads(body)
+            except ValueError:
+                payload = None
+            if isinstance(payload, dict) and payload.get("error") is not None:
+                return error_from_body(provider, None, payload, raw=body)
+        what = "an HTML page" if ctype == "text/html" else f"Content-Type {ctype or 'none'!r}"
+        return ProviderError(
+            f"{provider} answered 200 with {what} instead of an event stream; is base_url "
+            f"right? (request went to {url})",
+            provider=provider,
+            status=200,
+            error_type="wrong_content_type",
+            body=body[:4096],
+        )
+
+
+def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:
+    """``chunks``, calling ``flush`` before each next (possibly blocking) read."""
+    for data in chunks:
+        yield data
+        flush()

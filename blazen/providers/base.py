@@ -1,0 +1,100 @@
+"""Helpers the wire formats share to build requests and read payloads. No I/O here."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import re
+from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
+
+from .._stream import malformed
+from .._types import CompletionRequest, ImagePart, ToolCall
+from ..errors import UnsupportedError, ValidationError
+
+__all__ = [
+    "call_arguments",
+    "image_source",
+    "parse_json",
+    "system_text",
+    "tool_names",
+]
+
+
+# json.loads reaches the C scanner through two Python wrappers and two whitespace regexes,
+# a third of its time on a small payload. Stream payloads are bare JSON: try the scanner on
+# its own, and leave anything it declines (whitespace, trailing data, errors) to json.loads.
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def parse_json(provider: str, data: str) -> dict[str, Any]:
+    """Decode one payload that must be a JSON object."""
+    try:
+        obj, end = _scan_once(data, 0)
+        if end != len(data):
+            raise ValueError(end)
+    except (StopIteration, ValueError):
+        try:
+            obj = json.loads(data)
+        except ValueError as exc:
+            raise malformed(provider, "not JSON", data) from exc
+    if not isinstance(obj, dict):
+        raise malformed(provider, "not a JSON object", data)
+    return obj
+
+
+# -- request helpers shared by the wire formats ------------------------------------------
+
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[^,;]*)*);base64,(.*)$", re.DOTALL)
+
+
+def image_source(provider: str, image: ImagePart) -> tuple[str, str, str]:
+    """``("url", media_type, url)`` or ``("base64", media_type, data)`` for an image.
+
+    A ``data:`` URL is opened up into its media type and base64 payload, since several
+    providers take base64 but not data URLs.
+    """
+    if image.data is not None:
+        return "base64", image.media_type, image.data
+    url = image.url or ""
+    if url.startswith("data:"):
+        match = _DATA_URL.match(url)
+        if match is None:
+            msg = f"{provider}: an image data: URL must be base64-encoded (data:<type>;base64,...)"
+            raise UnsupportedError(msg, provider=provider)
+        return "base64", match.group(1) or image.media_type, match.group(3)
+    # An image given as a bare URL string carries the default media type; the URL's own
+    # extension is the better guess for providers that want one (Gemini's fileData).
+    guessed, _ = mimetypes.guess_type(urlsplit(url).path)
+    if guessed and guessed.startswith("image/"):
+        return "url", guessed, url
+    return "url", image.media_type, url
+
+
+def system_text(req: CompletionRequest) -> Optional[str]:
+    """The request's system prompt and any system messages, joined (for top-level fields)."""
+    parts = [req.system] if req.system else []
+    parts += [m.content for m in req.messages if m.role == "system" and m.content]
+    return "\n\n".join(parts) or None
+
+
+def tool_names(req: CompletionRequest) -> dict[str, str]:
+    """Tool-call id to function name, from the assistant turns of a conversation.
+
+    Gemini and Ollama answer a tool result by function name, not by call id.
+    """
+    return {c.id: c.name for m in req.messages for c in m.tool_calls}
+
+
+def call_arguments(provider: str, call: ToolCall) -> dict[str, Any]:
+    """An earlier tool call's arguments as an object, for providers that want JSON, not text."""
+    try:
+        return call.arguments()
+    except ValueError as exc:
+        msg = (
+            f"{provider} needs tool-call arguments as a JSON object, but call {call.id!r} "
+            f"({call.name}) has {call.arguments_json[:200]!r}"
+        )
+        raise ValidationError(msg) from exc
+
+

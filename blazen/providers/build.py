@@ -1,0 +1,106 @@
+"""What every ``Providers`` factory does: find the key, check the URL, read the options."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from .._stream import ChatModel, ModelOptions
+from ..errors import AuthError
+from .openai import OpenAIWire
+from .registry import PROVIDERS
+
+__all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
+
+
+def resolve_key(provider: str, api_key: str, env_vars: tuple[str, ...], *, required: bool) -> str:
+    """``api_key``, else the first of ``env_vars`` that is set; ``AuthError`` if required."""
+    if not isinstance(api_key, str):
+        msg = f'api_key must be a string ("" reads {" or ".join(env_vars) or "nothing"})'
+        raise TypeError(msg)
+    if api_key:
+        return api_key
+    for var in env_vars:
+        value = os.environ.get(var, "").strip()
+        if value:
+            return value
+    if required:
+        raise AuthError(
+            f"no API key for {provider}: pass api_key= or set {' or '.join(env_vars)}",
+            provider=provider,
+        )
+    return ""
+
+
+def env_url(base_url: Optional[str], env_vars: tuple[str, ...]) -> Optional[str]:
+    """``base_url``, else the first of ``env_vars`` that is set, else None."""
+    if base_url is not None:
+        return base_url
+    return next((v for var in env_vars if (v := os.environ.get(var, "").strip())), None)
+
+
+def check_url(provider: str, base_url: str) -> str:
+    """``base_url`` without its trailing slash; ``ValueError`` unless it is http(s)."""
+    if not isinstance(base_url, str):
+        msg = f"base_url for {provider} must be a string, got {type(base_url).__name__}"
+        raise TypeError(msg)
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        msg = f"base_url for {provider} must be an http:// or https:// URL, got {base_url!r}"
+        raise ValueError(msg)
+    return base_url.rstrip("/")
+
+
+def pop_option(options: dict[str, Any], name: str, default: Any, kind: type) -> Any:
+    """Remove a provider-specific option from ``options``, checking its type."""
+    value = options.pop(name, default)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        msg = f"{name} must be {kind.__name__}, got {value!r}"
+        raise TypeError(msg)
+    return value
+
+
+def openai_format(
+    provider: str,
+    *,
+    api_key: str,
+    model: str,
+    base_url: str,
+    options: dict[str, Any],
+    stream_usage: bool = True,
+    url: Optional[str] = None,
+    auth_header: str = "Authorization",
+) -> ChatModel:
+    """A model that speaks OpenAI's chat-completions wire format."""
+    options = dict(options)
+    stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
+    opts = ModelOptions.from_kwargs(provider, options)
+    base = check_url(provider, base_url)
+    wire = OpenAIWire(
+        provider=provider,
+        base_url=base,
+        api_key=api_key,
+        model=model,
+        headers=opts.headers,
+        stream_usage=stream_usage,
+        auth_header=auth_header,
+        url=url,
+    )
+    return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+
+
+def preset(
+    name: str, api_key: str, model: Optional[str], base_url: Optional[str], options: dict[str, Any]
+) -> ChatModel:
+    """A model for the OpenAI-format service ``name`` of the registry."""
+    info = PROVIDERS[name]
+    assert info.wire == "openai" and info.base_url is not None
+    return openai_format(
+        name,
+        api_key=resolve_key(name, api_key, info.key_env, required=info.key_required),
+        model=model or info.model,
+        base_url=env_url(base_url, info.url_env) or info.base_url,
+        options=options,
+        stream_usage=info.stream_usage,
+    )

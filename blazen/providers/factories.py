@@ -1,0 +1,318 @@
+"""``blazen.Providers``: one factory per provider, all of the same shape."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional
+
+from .._stream import ChatModel, ModelOptions
+from ..errors import ValidationError
+from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
+from .registry import PROVIDERS, ProviderInfo, compat_key_variable
+
+# Each native wire format is imported by its own factory, on first use: a program that only
+# talks to one provider does not pay for parsing the others' modules at `import blazen`.
+
+__all__ = ["Providers"]
+
+AZURE_API_VERSION = "2024-10-21"
+
+
+def _row(name: str) -> ProviderInfo:
+    return PROVIDERS[name]
+
+
+class Providers:
+    """Factories for models: ``Providers.<name>(api_key="", model=None, base_url=None, **options)``.
+
+    An empty ``api_key`` reads the provider's environment variable. Options are those of
+    :class:`~blazen.ModelOptions` (``max_retries``, ``connect_timeout``, ``idle_timeout``,
+    ``timeout``, ``headers``, ``verify``, ``max_connections``...), plus a few named in each
+    factory. Switching providers is changing this one line.
+
+    Example::
+
+        model = Providers.openai(model="gpt-4o-mini")      # key from OPENAI_API_KEY
+        model = Providers.anthropic()                      # key from ANTHROPIC_API_KEY
+        model = Providers.ollama(model="llama3.2")         # no key; localhost:11434
+    """
+
+    @staticmethod
+    def openai(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """OpenAI's chat completions API (key: ``OPENAI_API_KEY``).
+
+        Extra option: ``stream_usage`` (True) asks for usage in the stream.
+        """
+        return preset("openai", api_key, model, base_url, options)
+
+    @staticmethod
+    def openai_compat(
+        provider_name: str,
+        base_url: str,
+        api_key: str = "",
+        model: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Any server that speaks OpenAI's chat completions (vLLM, llama.cpp, a proxy...).
+
+        An empty ``api_key`` reads ``<PROVIDER_NAME>_API_KEY``; no key at all sends no
+        ``Authorization`` header, as local servers expect. Set ``stream_usage=False`` for
+        servers that reject ``stream_options``.
+        """
+        if not isinstance(provider_name, str) or not provider_name:
+            msg = "provider_name must be a non-empty string such as 'vllm'"
+            raise ValueError(msg)
+        env = compat_key_variable(provider_name)
+        return openai_format(
+            provider_name,
+            api_key=resolve_key(provider_name, api_key, (env,), required=False),
+            model=model or _row("openai_compat").model,
+            base_url=base_url,
+            options=options,
+        )
+
+    @staticmethod
+    def azure(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Azure OpenAI (key: ``AZURE_OPENAI_API_KEY``).
+
+        ``model`` is the *deployment* name; ``base_url`` the resource endpoint
+        (``https://<resource>.openai.azure.com``, else ``AZURE_OPENAI_ENDPOINT``). Extra
+        options: ``api_version`` (else ``OPENAI_API_VERSION``, else ``2024-10-21``) and
+        ``stream_usage``.
+        """
+        info = _row("azure")
+        key = resolve_key("azure", api_key, info.key_env, required=True)
+        endpoint = env_url(base_url, info.url_env)
+        if endpoint is None:
+            msg = (
+                "no endpoint for azure: pass base_url='https://<resource>.openai.azure.com' "
+                "or set AZURE_OPENAI_ENDPOINT"
+            )
+            raise ValidationError(msg)
+        options = dict(options)
+        version = pop_option(
+            options,
+            "api_version",
+            os.environ.get("OPENAI_API_VERSION", "").strip() or AZURE_API_VERSION,
+            str,
+        )
+        deployment = model or info.model
+        base = check_url("azure", endpoint)
+        return openai_format(
+            "azure",
+            api_key=key,
+            model=deployment,
+            base_url=base,
+            options=options,
+            url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
+            auth_header="api-key",
+        )
+
+    @staticmethod
+    def anthropic(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Anthropic's Messages API (key: ``ANTHROPIC_API_KEY``).
+
+        Extra options: ``anthropic_version`` (``2023-06-01``) and ``default_max_tokens``
+        (4096), sent when the request has no ``max_tokens`` (the API requires one).
+        """
+        from .anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
+
+        options = dict(options)
+        version = pop_option(options, "anthropic_version", DEFAULT_VERSION, str)
+        max_tokens = pop_option(options, "default_max_tokens", DEFAULT_MAX_TOKENS, int)
+        if max_tokens < 1:
+            msg = f"default_max_tokens must be at least 1, got {max_tokens}"
+            raise ValueError(msg)
+        info = _row("anthropic")
+        key = resolve_key("anthropic", api_key, info.key_env, required=True)
+        opts = ModelOptions.from_kwargs("anthropic", options)
+        base = check_url("anthropic", env_url(base_url, info.url_env) or info.base_url or "")
+        name = model or info.model
+        wire = AnthropicWire(
+            base_url=base,
+            api_key=key,
+            model=name,
+            headers=opts.headers,
+            version=version,
+            default_max_tokens=max_tokens,
+        )
+        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+
+    @staticmethod
+    def gemini(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Google's Gemini API (key: ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``).
+
+        The key travels in the ``x-goog-api-key`` header, never in the URL.
+        """
+        info = _row("gemini")
+        key = resolve_key("gemini", api_key, info.key_env, required=True)
+        opts = ModelOptions.from_kwargs("gemini", options)
+        base = check_url("gemini", env_url(base_url, info.url_env) or info.base_url or "")
+        name = model or info.model
+        from .gemini import GeminiWire
+
+        wire = GeminiWire(base_url=base, api_key=key, model=name, headers=opts.headers)
+        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+
+    @staticmethod
+    def ollama(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """A local Ollama server's native API (``http://localhost:11434``; no key needed).
+
+        A key, if given, is sent as a bearer token (for a proxy in front of Ollama).
+        """
+        info = _row("ollama")
+        key = resolve_key("ollama", api_key, info.key_env, required=False)
+        opts = ModelOptions.from_kwargs("ollama", options)
+        base = check_url("ollama", env_url(base_url, info.url_env) or info.base_url or "")
+        name = model or info.model
+        from .ollama import OllamaWire
+
+        wire = OllamaWire(base_url=base, api_key=key, model=name, headers=opts.headers)
+        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+
+    # -- OpenAI-compatible services: a row of the registry each ----------------------------
+
+    @staticmethod
+    def openrouter(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """OpenRouter (key: ``OPENROUTER_API_KEY``); ``reasoning`` deltas are reasoning."""
+        return preset("openrouter", api_key, model, base_url, options)
+
+    @staticmethod
+    def groq(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Groq (key: ``GROQ_API_KEY``)."""
+        return preset("groq", api_key, model, base_url, options)
+
+    @staticmethod
+    def together(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Together AI (key: ``TOGETHER_API_KEY``)."""
+        return preset("together", api_key, model, base_url, options)
+
+    @staticmethod
+    def mistral(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Mistral (key: ``MISTRAL_API_KEY``)."""
+        return preset("mistral", api_key, model, base_url, options)
+
+    @staticmethod
+    def deepseek(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """DeepSeek (key: ``DEEPSEEK_API_KEY``); ``reasoning_content`` is reasoning."""
+        return preset("deepseek", api_key, model, base_url, options)
+
+    @staticmethod
+    def fireworks(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Fireworks AI (key: ``FIREWORKS_API_KEY``)."""
+        return preset("fireworks", api_key, model, base_url, options)
+
+    @staticmethod
+    def perplexity(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Perplexity (key: ``PERPLEXITY_API_KEY`` or ``PPLX_API_KEY``)."""
+        return preset("perplexity", api_key, model, base_url, options)
+
+    @staticmethod
+    def xai(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """xAI's Grok (key: ``XAI_API_KEY``)."""
+        return preset("xai", api_key, model, base_url, options)
+
+    @staticmethod
+    def cohere(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """Cohere's compatibility API (key: ``CO_API_KEY`` or ``COHERE_API_KEY``)."""
+        return preset("cohere", api_key, model, base_url, options)
+
+    @staticmethod
+    def lm_studio(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """A local LM Studio server (``http://localhost:1234/v1``; no key needed)."""
+        return preset("lm_studio", api_key, model, base_url, options)
+
+    @staticmethod
+    def vllm(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """A vLLM server (``http://localhost:8000/v1``; key only if started with one)."""
+        return preset("vllm", api_key, model, base_url, options)
+
+    @staticmethod
+    def llamacpp(
+        api_key: str = "",
+        model: Optional[str] = None,
+        base_url: Optional[str] = None,
+        **options: Any,
+    ) -> ChatModel:
+        """A llama.cpp ``llama-server`` (``http://localhost:8080/v1``; key only if set)."""
+        return preset("llamacpp", api_key, model, base_url, options)

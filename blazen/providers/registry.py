@@ -1,0 +1,189 @@
+"""The one table of providers: their wire format, where they live, and their key variables.
+
+``Providers``' factories, the command line (``--provider`` names, which key in the
+environment picks a provider) and the README's provider table all read :data:`PROVIDERS`;
+a test fails when the README's table and this one disagree. Adding an OpenAI-compatible
+service is adding one row here and a one-line factory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Optional
+
+import attrs
+
+__all__ = ["PROVIDERS", "ProviderInfo", "compat_key_variable", "key_variables"]
+
+
+@attrs.frozen(kw_only=True)
+class ProviderInfo:
+    """One provider: how it is reached and where its key comes from."""
+
+    #: The factory's name on ``Providers`` and the CLI's ``--provider`` value.
+    name: str
+    #: The wire format it speaks: ``openai``, ``anthropic``, ``gemini`` or ``ollama``.
+    wire: str
+    #: Where it lives when no ``base_url`` is given (None: the caller must say).
+    base_url: Optional[str]
+    #: Environment variables read for a key, in order, when ``api_key`` is ``""``.
+    key_env: tuple[str, ...]
+    #: The model used when none is given.
+    model: str
+    #: Hosted services fail early without a key; local servers run without one.
+    key_required: bool = True
+    #: Environment variables read for ``base_url`` when none is given.
+    url_env: tuple[str, ...] = ()
+    #: Whether the service accepts ``stream_options`` (some reject unknown fields with 422).
+    stream_usage: bool = True
+    #: Whether a key in the environment is enough for the CLI to pick it on its own.
+    auto: bool = True
+    #: What the README's table says of the wire.
+    summary: str = "chat completions"
+
+
+def _compat(
+    name: str,
+    base_url: str,
+    key_env: tuple[str, ...],
+    model: str,
+    *,
+    local: bool = False,
+    stream_usage: bool = True,
+) -> ProviderInfo:
+    return ProviderInfo(
+        name=name,
+        wire="openai",
+        base_url=base_url,
+        key_env=key_env,
+        model=model,
+        key_required=not local,
+        stream_usage=stream_usage,
+        auto=not local,
+        summary="chat completions on localhost" if local else "chat completions",
+    )
+
+
+_ROWS = (
+    ProviderInfo(
+        name="openai",
+        wire="openai",
+        base_url="https://api.openai.com/v1",
+        url_env=("OPENAI_BASE_URL",),
+        key_env=("OPENAI_API_KEY",),
+        model="gpt-4o-mini",
+    ),
+    ProviderInfo(
+        name="anthropic",
+        wire="anthropic",
+        base_url="https://api.anthropic.com",
+        url_env=("ANTHROPIC_BASE_URL",),
+        key_env=("ANTHROPIC_API_KEY",),
+        model="claude-sonnet-4-5",
+        summary="Messages API",
+    ),
+    ProviderInfo(
+        name="gemini",
+        wire="gemini",
+        base_url="https://generativelanguage.googleapis.com/v1beta",
+        key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+        model="gemini-2.5-flash",
+        summary="`streamGenerateContent?alt=sse`, key in `x-goog-api-key`",
+    ),
+    ProviderInfo(
+        name="ollama",
+        wire="ollama",
+        base_url="http://localhost:11434",
+        key_env=(),
+        model="llama3.2",
+        key_required=False,
+        auto=False,
+        summary="native `/api/chat` NDJSON",
+    ),
+    # The deployment is the model; the endpoint is the resource's, with nothing to default to.
+    ProviderInfo(
+        name="azure",
+        wire="openai",
+        base_url=None,
+        url_env=("AZURE_OPENAI_ENDPOINT",),
+        key_env=("AZURE_OPENAI_API_KEY",),
+        model="gpt-4o-mini",
+        auto=False,
+        summary="chat completions of a deployment (`model=` deployment, `api_version=`)",
+    ),
+    # Any server that speaks OpenAI's wire: its key variable is derived from provider_name.
+    ProviderInfo(
+        name="openai_compat",
+        wire="openai",
+        base_url=None,
+        key_env=(),
+        model="default",
+        key_required=False,
+        auto=False,
+        summary="chat completions at any `base_url`",
+    ),
+    _compat(
+        "openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",), "openai/gpt-4o-mini"
+    ),
+    _compat("groq", "https://api.groq.com/openai/v1", ("GROQ_API_KEY",), "llama-3.3-70b-versatile"),
+    _compat(
+        "together",
+        "https://api.together.xyz/v1",
+        ("TOGETHER_API_KEY",),
+        "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+    ),
+    # Mistral validates strictly: stream_options is a 422 "extra_forbidden"; it reports usage
+    # in the last chunk anyway.
+    _compat(
+        "mistral",
+        "https://api.mistral.ai/v1",
+        ("MISTRAL_API_KEY",),
+        "mistral-small-latest",
+        stream_usage=False,
+    ),
+    _compat("deepseek", "https://api.deepseek.com/v1", ("DEEPSEEK_API_KEY",), "deepseek-chat"),
+    _compat(
+        "fireworks",
+        "https://api.fireworks.ai/inference/v1",
+        ("FIREWORKS_API_KEY",),
+        "accounts/fireworks/models/llama-v3p3-70b-instruct",
+    ),
+    # Perplexity sends usage on its chunks unasked.
+    _compat(
+        "perplexity",
+        "https://api.perplexity.ai",
+        ("PERPLEXITY_API_KEY", "PPLX_API_KEY"),
+        "sonar",
+        stream_usage=False,
+    ),
+    _compat("xai", "https://api.x.ai/v1", ("XAI_API_KEY",), "grok-3-mini"),
+    # https://docs.cohere.com/docs/compatibility-api; it rejects stream_options.
+    _compat(
+        "cohere",
+        "https://api.cohere.ai/compatibility/v1",
+        ("CO_API_KEY", "COHERE_API_KEY"),
+        "command-a-03-2025",
+        stream_usage=False,
+    ),
+    # Local servers: the model is whatever the server has loaded; pass model= to choose.
+    _compat("lm_studio", "http://localhost:1234/v1", ("LM_STUDIO_API_KEY",), "default", local=True),
+    _compat("vllm", "http://localhost:8000/v1", ("VLLM_API_KEY",), "default", local=True),
+    # llama-server reads its own key from LLAMA_API_KEY; a client may share it.
+    _compat("llamacpp", "http://localhost:8080/v1", ("LLAMA_API_KEY",), "default", local=True),
+)
+
+#: Every provider by name, in the order the CLI tries their keys.
+PROVIDERS: dict[str, ProviderInfo] = {row.name: row for row in _ROWS}
+
+
+def compat_key_variable(provider_name: str) -> str:
+    """The key variable of ``Providers.openai_compat(provider_name, ...)``: ``<NAME>_API_KEY``."""
+    return provider_name.upper().replace("-", "_").replace(" ", "_") + "_API_KEY"
+
+
+def key_variables() -> Iterator[tuple[str, ProviderInfo]]:
+    """Each key variable that lets the CLI pick a provider, with that provider, in order."""
+    for info in PROVIDERS.values():
+        if info.auto:
+            for var in info.key_env:
+                yield var, info

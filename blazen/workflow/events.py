@@ -1,0 +1,171 @@
+"""The values a workflow passes around: ``Event``, ``StepOutput`` and ``WorkflowResult``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any, Union
+
+from .._frozen import Frozen
+from ..errors import ValidationError
+
+__all__ = ["START_EVENT", "STOP_EVENT", "Event", "StepOutput", "WorkflowResult"]
+
+#: The event a run starts with; its data is what ``run(data)`` was given.
+START_EVENT = "blazen::StartEvent"
+#: The event that ends a run; ``{"result": ...}`` in its data is the run's result.
+STOP_EVENT = "blazen::StopEvent"
+
+
+def _event_type(value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        msg = f"event_type must be a non-empty string, got {value!r}"
+        raise TypeError(msg)
+
+
+def _json_text(value: Any) -> None:
+    if not isinstance(value, str):
+        msg = f"data_json must be a JSON string, got {type(value).__name__}"
+        raise TypeError(msg)
+    try:
+        json.loads(value)
+    except ValueError as exc:
+        msg = f"data_json is not valid JSON: {exc}"
+        raise ValidationError(msg) from exc
+
+
+class Event(Frozen):
+    """One event of a workflow run: a type name and JSON data.
+
+    The data is stored as JSON text, so an event is immutable and every reader of
+    :attr:`data` gets its own copy. Example::
+
+        Event.create(event_type="blazen::StopEvent", data={"result": {"content": "Hi"}})
+    """
+
+    __slots__ = ("data_json", "event_type")
+    __match_args__ = ("event_type", "data_json")
+
+    event_type: str
+    data_json: str
+
+    def __init__(self, event_type: str, data_json: str = "null") -> None:
+        _event_type(event_type)
+        _json_text(data_json)
+        self._fill(locals())
+
+    @classmethod
+    def create(cls, event_type: str, data: Any = None) -> Event:
+        """An event of ``event_type`` carrying ``data``, which must be JSON-serialisable."""
+        _event_type(event_type)
+        try:
+            text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        except (TypeError, ValueError) as exc:
+            msg = f"the data of event {event_type!r} is not JSON-serialisable: {exc}"
+            raise ValidationError(msg) from exc
+        return cls(event_type, text)
+
+    @property
+    def data(self) -> Any:
+        """The data, decoded afresh from :attr:`data_json` on every read."""
+        return json.loads(self.data_json)
+
+
+def _events(value: Iterable[Any]) -> tuple[Event, ...]:
+    if isinstance(value, (str, bytes, Event)) or not isinstance(value, Iterable):
+        msg = f"expected a list of Event, got {type(value).__name__}"
+        raise TypeError(msg)
+    events = tuple(value)
+    for item in events:
+        if not isinstance(item, Event):
+            msg = f"expected only Event items, got {type(item).__name__}"
+            raise TypeError(msg)
+    return events
+
+
+class StepOutput(Frozen):
+    """What a step hands back: zero or more events, routed in order.
+
+    A handler may also return an :class:`Event`, a list of them, or ``None``.
+    """
+
+    __slots__ = ("events",)
+    __match_args__ = ("events",)
+
+    events: tuple[Event, ...]
+
+    def __init__(self, events: Iterable[Event] = ()) -> None:
+        events = _events(events)
+        self._fill(locals())
+
+    @classmethod
+    def single(cls, event: Event) -> StepOutput:
+        """One event."""
+        return cls((event,))
+
+    @classmethod
+    def multiple(cls, events: Iterable[Event]) -> StepOutput:
+        """Several events, routed in the order given (fan-out)."""
+        return cls(tuple(events))
+
+    @classmethod
+    def none(cls) -> StepOutput:
+        """No event: the step is done and the run goes on with whatever else is pending."""
+        return cls(())
+
+    @classmethod
+    def of(cls, value: Union[StepOutput, Event, Iterable[Event], None]) -> StepOutput:
+        """Whatever a handler returned, as a ``StepOutput``; ``TypeError`` if it is not one."""
+        if isinstance(value, StepOutput):
+            return value
+        if value is None:
+            return cls(())
+        if isinstance(value, Event):
+            return cls((value,))
+        if isinstance(value, (list, tuple)):
+            return cls(tuple(value))
+        msg = (
+            f"a step returned {type(value).__name__}; return an Event, a list of Events, "
+            "a StepOutput or None"
+        )
+        raise TypeError(msg)
+
+
+class WorkflowResult(Frozen):
+    """How a run ended: its result, the StopEvent, and how much happened on the way."""
+
+    __slots__ = ("elapsed_ms", "event", "events", "result", "run_id")
+    # A result may hold anything: compared and hashed by identity.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    #: ``data["result"]`` of the StopEvent when its data is a dict holding ``"result"``
+    #: (as in ``Event.create(event_type="blazen::StopEvent", data={"result": ...})``),
+    #: else the StopEvent's whole data.
+    result: Any
+    #: The StopEvent itself.
+    event: Event
+    #: How many events the run saw, StartEvent, published events and StopEvent included.
+    events: int
+    #: Milliseconds from the start of the run to its StopEvent.
+    elapsed_ms: float
+    #: The run's id (also ``ctx.run_id`` inside steps).
+    run_id: str
+
+    def __init__(
+        self, *, result: Any, event: Event, events: int, elapsed_ms: float, run_id: str
+    ) -> None:
+        self._fill(locals())
+
+    @property
+    def data(self) -> Any:
+        """The StopEvent's whole data."""
+        return self.event.data
+
+
+def result_of(stop: Event) -> Any:
+    """The result a StopEvent carries (see :attr:`WorkflowResult.result`)."""
+    data = stop.data
+    if isinstance(data, dict) and "result" in data:
+        return data["result"]
+    return data

@@ -1,0 +1,443 @@
+"""One workflow run: a dispatcher on the caller's thread, each step call on its own thread.
+
+Step threads never touch the run's bookkeeping: they put what happened (an output, a
+published event, an exception) on one queue, and the dispatcher, the only reader, routes
+events, starts step calls, watches the deadlines and decides how the run ends. So events
+are observed in one order, and a run can end at once (time budget, cancel, failure) without
+waiting for a step: each step call runs under its own ``CancelToken`` as the ambient token,
+which the dispatcher cancels to stop the streams inside, and the step's thread is left to
+finish on its own.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import queue
+import threading
+import time
+import uuid
+from collections import deque
+from typing import Any, Callable, Optional
+
+from .._cancel import CancelToken, cancel_scope
+from .._frozen import Frozen
+from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
+from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult, result_of
+
+__all__ = ["Context", "Step", "WorkflowRun"]
+
+# What step threads (and cancel subscribers) tell the dispatcher: (tag, call, payload).
+_OUTPUT, _PUBLISH, _RAISED, _CANCEL, _ABORT = range(5)
+
+
+class Step(Frozen):
+    """A registered step (see ``Workflow.step``)."""
+
+    __slots__ = (
+        "accepts",
+        "emits",
+        "handler",
+        "max_concurrency",
+        "name",
+        "timeout_ms",
+        "wants_ctx",
+    )
+
+    name: str
+    accepts: tuple[str, ...]
+    #: None when the step did not declare what it emits: then nothing is checked.
+    emits: Optional[tuple[str, ...]]
+    handler: Callable[..., Any]
+    wants_ctx: bool
+    timeout_ms: Optional[float]
+    max_concurrency: Optional[int]
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        accepts: tuple[str, ...],
+        emits: Optional[tuple[str, ...]],
+        handler: Callable[..., Any],
+        wants_ctx: bool,
+        timeout_ms: Optional[float],
+        max_concurrency: Optional[int],
+    ) -> None:
+        self._fill(locals())
+
+
+class _Call:
+    """One call of a step's handler for one event."""
+
+    __slots__ = ("deadline", "event", "step", "token")
+
+    def __init__(self, step: Step, event: Event, deadline: Optional[float]) -> None:
+        self.step = step
+        self.event = event
+        self.deadline = deadline
+        self.token = CancelToken()
+
+
+class _Shared:
+    """What every step of one run shares."""
+
+    __slots__ = ("collected", "lock", "queue", "run_id", "state", "workflow")
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        self.run_id = uuid.uuid4().hex
+        self.lock = threading.Lock()
+        self.state: dict[str, Any] = {}
+        self.collected: dict[str, list[Event]] = {}
+        self.queue: queue.SimpleQueue[tuple[int, Optional[_Call], Any]] = queue.SimpleQueue()
+
+
+class Context:
+    """What a step sees of its run: shared state, the run id, and a way to publish events.
+
+    Safe to use from any thread the step starts. Example::
+
+        @wf.step("answer", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+        def answer(event, ctx):
+            ctx.set("question", event.data)
+            Streaming.complete(model, req, on_chunk=lambda c: ctx.publish(
+                Event.create(event_type="Delta", data=c.content_delta)))
+            ...
+    """
+
+    __slots__ = ("_call", "_shared")
+
+    def __init__(self, shared: _Shared, call: _Call) -> None:
+        self._shared = shared
+        self._call = call
+
+    @property
+    def run_id(self) -> str:
+        """This run's id: unique per ``run`` call."""
+        return self._shared.run_id
+
+    @property
+    def workflow(self) -> str:
+        """The workflow's name."""
+        return self._shared.workflow
+
+    @property
+    def step(self) -> str:
+        """The name of the step being run."""
+        return self._call.step.name
+
+    @property
+    def cancel_token(self) -> CancelToken:
+        """Cancelled when the run stops needing this step (time budget, cancel, failure, end)."""
+        return self._call.token
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the run has abandoned this step; a long step should check and return."""
+        return self._call.token.cancelled
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The shared value stored under ``key``, or ``default``."""
+        with self._shared.lock:
+            return self._shared.state.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        """Store ``value`` under ``key`` for every step of this run."""
+        with self._shared.lock:
+            self._shared.state[key] = value
+
+    def publish(self, event: Event) -> None:
+        """Show ``event`` to the run's ``on_event`` observer now, mid-step; it is not routed.
+
+        Raises :class:`blazen.CancelledError` once the run has abandoned this step.
+        """
+        if not isinstance(event, Event):
+            msg = f"ctx.publish takes an Event, got {type(event).__name__}"
+            raise TypeError(msg)
+        if event.event_type in (START_EVENT, STOP_EVENT):
+            msg = (
+                f"step {self.step!r} published {event.event_type}; only the run emits "
+                "the StartEvent, and a StopEvent must be returned to end the run"
+            )
+            raise ValidationError(msg)
+        if self._call.token.cancelled:
+            msg = f"step {self.step!r} was abandoned by its run: {self._call.token.reason}"
+            raise CancelledError(msg)
+        self._shared.queue.put((_PUBLISH, self._call, event))
+
+    def collect(self, event: Event, count: int) -> Optional[list[Event]]:
+        """Fan-in: keep ``event``; once ``count`` events of its type are kept, return them.
+
+        Returns None until then. Events come back in arrival order and are forgotten,
+        so the next ``count`` start a new group.
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            msg = f"count must be a positive int, got {count!r}"
+            raise ValueError(msg)
+        with self._shared.lock:
+            kept = self._shared.collected.setdefault(event.event_type, [])
+            kept.append(event)
+            if len(kept) < count:
+                return None
+            group, kept[:] = kept[:count], kept[count:]
+            return group
+
+
+def _step_thread(shared: _Shared, call: _Call) -> None:
+    put = shared.queue.put
+    step = call.step
+    try:
+        with cancel_scope(call.token):
+            if step.wants_ctx:
+                value = step.handler(call.event, Context(shared, call))
+            else:
+                value = step.handler(call.event)
+        output = StepOutput.of(value)
+    except BaseException as exc:  # the dispatcher decides what any failure means
+        put((_RAISED, call, exc))
+    else:
+        put((_OUTPUT, call, output.events))
+
+
+class WorkflowRun:
+    """The dispatcher of one run. Build it, then call :meth:`drive` once."""
+
+    def __init__(
+        self,
+        *,
+        workflow: str,
+        steps: tuple[Step, ...],
+        timeout_ms: Optional[float],
+        max_workers: int,
+        on_event: Optional[Callable[[Event], Any]],
+        tokens: tuple[CancelToken, ...],
+    ) -> None:
+        self.shared = _Shared(workflow)
+        self.workflow = workflow
+        self.timeout_ms = timeout_ms
+        self.max_workers = max_workers
+        self.on_event = on_event
+        self.tokens = tokens
+        self.takers: dict[str, list[Step]] = {}
+        for step in steps:
+            for event_type in step.accepts:
+                self.takers.setdefault(event_type, []).append(step)
+        self.pending: deque[tuple[Step, Event]] = deque()
+        self.running: dict[_Call, None] = {}  # insertion-ordered set
+        self.per_step: dict[str, int] = {}
+        self.seen = 0
+        self.last: Optional[tuple[str, str, list[str]]] = None
+        self.started = 0.0
+
+    @property
+    def run_id(self) -> str:
+        """The run's id."""
+        return self.shared.run_id
+
+    def abort(self, err: BaseException) -> None:
+        """End the run with ``err`` as soon as the dispatcher wakes. Any thread."""
+        self.shared.queue.put((_ABORT, None, err))
+
+    def drive(self, data: Any) -> WorkflowResult:
+        """Run to the StopEvent and return the result, or raise how the run failed."""
+        start = Event.create(START_EVENT, data)
+        self.started = time.monotonic()
+        deadline = None if self.timeout_ms is None else self.started + self.timeout_ms / 1000.0
+        put = self.shared.queue.put
+        unsubscribe = [t.subscribe(functools.partial(put, (_CANCEL, None, t))) for t in self.tokens]
+        try:
+            for token in self.tokens:
+                if token.cancelled:
+                    raise self._cancelled(token)
+            stop = self._route(None, (start,))
+            while stop is None:
+                self._start_calls()
+                if not self.running:
+                    raise self._went_quiet()
+                now = time.monotonic()
+                wake = deadline
+                for running in self.running:
+                    if running.deadline is not None and (wake is None or running.deadline < wake):
+                        wake = running.deadline
+                if wake is not None and now >= wake:
+                    raise self._timed_out(deadline, now)
+                try:
+                    tag, call, payload = (
+                        self.shared.queue.get(timeout=wake - now)
+                        if wake is not None
+                        else self.shared.queue.get()
+                    )
+                except queue.Empty:
+                    continue
+                stop = self._handle(tag, call, payload)
+            return WorkflowResult(
+                result=result_of(stop),
+                event=stop,
+                events=self.seen,
+                elapsed_ms=(time.monotonic() - self.started) * 1000.0,
+                run_id=self.run_id,
+            )
+        finally:
+            for unsub in unsubscribe:
+                unsub()
+            # Abandon whatever still runs: its streams are cancelled, its output ignored.
+            for call in self.running:
+                call.token.cancel(f"workflow {self.workflow!r} run {self.run_id} has ended")
+
+    def _handle(self, tag: int, call: Optional[_Call], payload: Any) -> Optional[Event]:
+        if tag == _PUBLISH:
+            assert call is not None
+            if call in self.running:  # a late publish from an abandoned call is dropped
+                self._observe(payload)
+            return None
+        if tag == _CANCEL:
+            raise self._cancelled(payload)
+        if tag == _ABORT:
+            raise payload
+        assert call is not None
+        if call not in self.running:
+            return None
+        del self.running[call]
+        self.per_step[call.step.name] -= 1
+        if tag == _RAISED:
+            exc: BaseException = payload
+            step, event_type = call.step.name, call.event.event_type
+            err = WorkflowError(
+                f"step {step!r} of workflow {self.workflow!r} raised {type(exc).__name__} "
+                f"while handling {event_type!r}: {exc}",
+                workflow=self.workflow,
+                step=step,
+                event_type=event_type,
+            )
+            raise err from exc
+        events: tuple[Event, ...] = payload
+        self.last = (call.step.name, call.event.event_type, [e.event_type for e in events])
+        return self._route(call, events)
+
+    def _route(self, call: Optional[_Call], events: tuple[Event, ...]) -> Optional[Event]:
+        """Observe each event in order and queue it for its takers; return a StopEvent."""
+        source = "the run" if call is None else f"step {call.step.name!r}"
+        for event in events:
+            kind = event.event_type
+            if call is not None:
+                emits = call.step.emits
+                if emits is not None and kind not in emits:
+                    raise ValidationError(
+                        f"step {call.step.name!r} emitted {kind!r}, which is not in its "
+                        f"emits={list(emits)!r}"
+                    )
+                if kind == START_EVENT:
+                    raise ValidationError(
+                        f"step {call.step.name!r} emitted {START_EVENT}; only the run emits it"
+                    )
+            self._observe(event)
+            if kind == STOP_EVENT:
+                return event
+            takers = self.takers.get(kind)
+            if not takers:
+                raise WorkflowError(
+                    f"event {kind!r} from {source} was left: no step of workflow "
+                    f"{self.workflow!r} accepts it",
+                    workflow=self.workflow,
+                    step=None if call is None else call.step.name,
+                    event_type=kind,
+                )
+            self.pending.extend((step, event) for step in takers)
+        return None
+
+    def _observe(self, event: Event) -> None:
+        self.seen += 1
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:
+            raise observer_error(self.workflow, event, exc) from exc
+
+    def _start_calls(self) -> None:
+        """Start pending calls, oldest first, within the pool and each step's limit."""
+        if not self.pending or len(self.running) >= self.max_workers:
+            return
+        waiting: deque[tuple[Step, Event]] = deque()
+        while self.pending and len(self.running) < self.max_workers:
+            step, event = self.pending.popleft()
+            busy = self.per_step.get(step.name, 0)
+            if step.max_concurrency is not None and busy >= step.max_concurrency:
+                waiting.append((step, event))
+                continue
+            self.per_step[step.name] = busy + 1
+            deadline = (
+                None if step.timeout_ms is None else time.monotonic() + step.timeout_ms / 1000.0
+            )
+            call = _Call(step, event, deadline)
+            self.running[call] = None
+            # Each call gets a copy of this thread's context, so the ambient token it sets
+            # (and any contextvar the caller set) belongs to that call alone.
+            thread = threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(_step_thread, self.shared, call),
+                name=f"blazen-step-{step.name}",
+                daemon=True,
+            )
+            thread.start()
+        waiting.extend(self.pending)
+        self.pending = waiting
+
+    def _cancelled(self, token: CancelToken) -> CancelledError:
+        reason = f": {token.reason}" if token.reason else ""
+        return CancelledError(f"workflow {self.workflow!r} was cancelled{reason}")
+
+    def _went_quiet(self) -> WorkflowError:
+        if self.last is None:
+            left = "no step ran"
+        else:
+            step, handled, emitted = self.last
+            what = "emitted nothing" if not emitted else f"emitted {emitted!r}"
+            left = f"the last event left was {handled!r}: step {step!r} handled it and {what}"
+        with self.shared.lock:
+            partial = [
+                f"{len(kept)} {kind!r}" for kind, kept in self.shared.collected.items() if kept
+            ]
+        if partial:
+            left += f"; ctx.collect is still holding {', '.join(partial)} event(s)"
+        return WorkflowError(
+            f"workflow {self.workflow!r} went quiet without a {STOP_EVENT}: no step is "
+            f"running and no event is waiting ({left})",
+            workflow=self.workflow,
+            step=None if self.last is None else self.last[0],
+            event_type=None if self.last is None else self.last[1],
+        )
+
+    def _timed_out(self, deadline: Optional[float], now: float) -> TimeoutError:
+        running = ", ".join(sorted({repr(c.step.name) for c in self.running})) or "none"
+        if deadline is not None and now >= deadline and self.timeout_ms is not None:
+            return TimeoutError(
+                f"workflow {self.workflow!r} did not finish within its timeout_ms="
+                f"{self.timeout_ms:g}; the steps still running ({running}) were cancelled "
+                "and abandoned",
+                limit="workflow",
+                seconds=self.timeout_ms / 1000.0,
+            )
+        call = min(
+            (c for c in self.running if c.deadline is not None),
+            key=lambda c: c.deadline or 0.0,
+        )
+        ms = call.step.timeout_ms or 0.0
+        return TimeoutError(
+            f"step {call.step.name!r} of workflow {self.workflow!r} did not finish handling "
+            f"{call.event.event_type!r} within its timeout_ms={ms:g}; the steps still "
+            f"running ({running}) were cancelled and abandoned",
+            limit="step",
+            seconds=ms / 1000.0,
+        )
+
+
+def observer_error(workflow: str, event: Event, exc: Exception) -> WorkflowError:
+    """The error that ends a run whose ``on_event`` raised ``exc``."""
+    return WorkflowError(
+        f"on_event raised {type(exc).__name__} while observing {event.event_type!r}: {exc}; "
+        f"workflow {workflow!r} was stopped",
+        workflow=workflow,
+        event_type=event.event_type,
+    )
