@@ -109,7 +109,7 @@ def test_importing_blazen_leaves_what_streaming_does_not_need_unloaded():
         "blazen.providers.gemini",
         "blazen.providers.ollama",
     }
-    code = f"import sys, blazen; print(sorted({sorted(lazy)!r} & set(sys.modules)))"
+    code = f"import sys, blazen; print(sorted({lazy!r} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
