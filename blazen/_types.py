@@ -1,33 +1,67 @@
 """Immutable values: messages, requests, tool calls, chunks, usage and responses.
 
-Every value here is frozen, so one request may be reused for any number of calls from any
-number of threads. Containers are stored as tuples; JSON-like dicts (tool parameters,
-response formats) are deep-copied on construction and never mutated afterwards.
+Every value here is an attrs frozen class with slots (through :func:`value`), so one
+request may be reused for any number of calls from any number of threads. Containers are
+stored as tuples; JSON-like dicts (tool parameters, response formats) are deep-copied on
+construction and never mutated afterwards.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Optional, Union
+from typing import Any, Callable, Optional, TypeVar, Union
 
-from ._frozen import Frozen
+import attrs
+
+_C = TypeVar("_C", bound=type)
+
+
+class FrozenInstanceError(attrs.exceptions.FrozenInstanceError):
+    """A blazen value was changed after it was built; build a new one instead."""
+
+    def __init__(self, message: str) -> None:
+        AttributeError.__init__(self, message)
+        self.msg = message
+
+
+def _refuse_set(self: object, name: str, _value: Any) -> None:
+    msg = f"{type(self).__name__} is immutable: cannot set {name!r}; build a new value"
+    raise FrozenInstanceError(msg)
+
+
+def _refuse_delete(self: object, name: str) -> None:
+    msg = f"{type(self).__name__} is immutable: cannot delete {name!r}"
+    raise FrozenInstanceError(msg)
+
+
+def _replace(self: Any, **changes: Any) -> Any:
+    known = {a.alias for a in attrs.fields(type(self))}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        msg = f"{type(self).__name__} has no field(s) {', '.join(unknown)}"
+        raise TypeError(msg)
+    return attrs.evolve(self, **changes)
+
+
+def immutable(cls: _C) -> _C:
+    """Finish an ``@attrs.frozen`` class the way every blazen value is finished.
+
+    Besides what attrs gives (slots, value equality and hashing, pickling), an assignment
+    names the class and says what to do instead, and ``__replace__`` (what ``copy.replace``
+    calls on Python 3.13+) is there on every Python: an ``attrs.evolve`` that names a
+    misspelt field.
+    """
+    built: Any = cls
+    built.__setattr__ = _refuse_set
+    built.__delattr__ = _refuse_delete
+    built.__replace__ = _replace
+    return cls
+
 
 _set = object.__setattr__
 
-__all__ = [
-    "ChatMessage",
-    "CompletionRequest",
-    "CompletionResponse",
-    "ImagePart",
-    "StreamChunk",
-    "TextPart",
-    "TokenUsage",
-    "ToolCall",
-    "ToolDefinition",
-]
 
-
-class _Fragments:
+class ArgumentFragments:
     """The first ``n`` argument fragments of a tool call still being streamed.
 
     Snapshots share one growing list, so building a snapshot costs O(1) per call no matter
@@ -41,30 +75,40 @@ class _Fragments:
         self.n = n
 
     def text(self) -> str:
+        """The arguments so far, joined."""
         return "".join(self.parts[: self.n])
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A pickled or copied snapshot carries its text, not the shared list behind it.
+        return (str, (self.text(),))
 
-class ToolCall(Frozen):
+
+def _arguments_text(args: Union[str, ArgumentFragments]) -> str:
+    return args if isinstance(args, str) else args.text()
+
+
+def _check_str(owner: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_self: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, str):
+            msg = f"{owner} {attribute.name} must be a str, got {type(value).__name__}"
+            raise TypeError(msg)
+
+    return check
+
+
+@immutable
+@attrs.frozen(repr=False, match_args=False)
+class ToolCall:
     """One tool call the model asked for: ``ToolCall(id, name, arguments_json)``."""
 
-    __slots__ = ("_args", "id", "name")
     __match_args__ = ("id", "name", "arguments_json")
-    _aliases: ClassVar[dict[str, str]] = {"_args": "arguments_json"}
 
-    id: str
-    name: str
-    _args: Union[str, _Fragments]
-
-    def __init__(self, id: str, name: str, arguments_json: Union[str, _Fragments] = "") -> None:
-        if not isinstance(id, str) or not isinstance(name, str):
-            bad = "id" if not isinstance(id, str) else "name"
-            value = id if bad == "id" else name
-            msg = f"ToolCall {bad} must be a str, got {type(value).__name__}"
-            raise TypeError(msg)
-        # Written out, not _fill: a snapshot of a streamed call is built per event.
-        _set(self, "id", id)
-        _set(self, "name", name)
-        _set(self, "_args", arguments_json)
+    id: str = attrs.field(validator=_check_str("ToolCall"))
+    name: str = attrs.field(validator=_check_str("ToolCall"))
+    # Equality and hashing compare the text, however it is held.
+    _args: Union[str, ArgumentFragments] = attrs.field(
+        default="", alias="arguments_json", eq=_arguments_text
+    )
 
     @property
     def arguments_json(self) -> str:
@@ -81,16 +125,34 @@ class ToolCall(Frozen):
         raw = self.arguments_json
         if not raw.strip():
             return {}
-        value = json.loads(raw)
-        if not isinstance(value, dict):
+        parsed = json.loads(raw)
+        if not isinstance(parsed, dict):
             msg = f"tool call {self.name!r} arguments are not a JSON object: {raw[:200]!r}"
             raise ValueError(msg)
-        return value
+        return parsed
 
-    def _values(self) -> tuple[Any, ...]:
-        # The arguments as text, joined from the streamed fragments if need be: equality,
-        # hashing, repr and pickling all go through here.
-        return (self.id, self.name, self.arguments_json)
+    def __repr__(self) -> str:
+        args = self.arguments_json
+        return f"ToolCall(id={self.id!r}, name={self.name!r}, arguments_json={args!r})"
+
+
+_new = object.__new__
+_set_id = ToolCall.__dict__["id"].__set__
+_set_name = ToolCall.__dict__["name"].__set__
+_set_args = ToolCall.__dict__["_args"].__set__
+
+
+def tool_call_snapshot(call_id: str, name: str, args: ArgumentFragments) -> ToolCall:
+    """``ToolCall(call_id, name, args)`` for the hot path: one per changed call per event.
+
+    The stream state has already checked the id and name; a test checks this builds the
+    same value as the constructor.
+    """
+    call = _new(ToolCall)
+    _set_id(call, call_id)
+    _set_name(call, name)
+    _set_args(call, args)
+    return call
 
 
 def _json_copy(value: Any, what: str) -> Any:
@@ -101,10 +163,10 @@ def _json_copy(value: Any, what: str) -> Any:
         raise TypeError(msg) from exc
 
 
-class ToolDefinition(Frozen):
+@immutable
+@attrs.frozen(kw_only=True, init=False)
+class ToolDefinition:
     """A function the model may call: name, description and JSON-schema parameters."""
-
-    __slots__ = ("description", "name", "parameters")
 
     name: str
     description: str
@@ -124,41 +186,33 @@ class ToolDefinition(Frozen):
         if not isinstance(parameters, dict):
             msg = f"tool parameters must be a JSON-schema dict, got {type(parameters).__name__}"
             raise TypeError(msg)
+        # A copy, so that the caller changing its dict later cannot change the tool.
         parameters = _json_copy(parameters, f"parameters of tool {name!r}")
-        self._fill(locals())
+        self.__attrs_init__(name=name, description=description, parameters=parameters)
 
 
-class TextPart(Frozen):
+@immutable
+@attrs.frozen(kw_only=True)
+class TextPart:
     """Text inside a multimodal message."""
-
-    __slots__ = ("text",)
 
     text: str
 
-    def __init__(self, *, text: str) -> None:
-        _set(self, "text", text)
+
+def _one_image_source(image: ImagePart, _attribute: Any, _value: Any) -> None:
+    if (image.url is None) == (image.data is None):
+        msg = "an image needs exactly one of url= or data= (base64)"
+        raise ValueError(msg)
 
 
-class ImagePart(Frozen):
+@immutable
+@attrs.frozen(kw_only=True)
+class ImagePart:
     """An image inside a user message, by ``url`` or by base64 ``data`` with ``media_type``."""
 
-    __slots__ = ("data", "media_type", "url")
-
-    url: Optional[str]
-    data: Optional[str]
-    media_type: str
-
-    def __init__(
-        self,
-        *,
-        url: Optional[str] = None,
-        data: Optional[str] = None,
-        media_type: str = "image/png",
-    ) -> None:
-        if (url is None) == (data is None):
-            msg = "an image needs exactly one of url= or data= (base64)"
-            raise ValueError(msg)
-        self._fill(locals())
+    url: Optional[str] = None
+    data: Optional[str] = None
+    media_type: str = attrs.field(default="image/png", validator=_one_image_source)
 
     def as_data_url(self) -> str:
         """The image as a URL: the given one, or a ``data:`` URL built from the base64."""
@@ -172,106 +226,57 @@ ContentPart = Union[TextPart, ImagePart]
 _ROLES = ("system", "user", "assistant", "tool")
 
 
-class ChatMessage(Frozen):
+def _check_role(_self: Any, _attribute: Any, role: Any) -> None:
+    if role not in _ROLES:
+        msg = f"message role must be one of {', '.join(_ROLES)}; got {role!r}"
+        raise ValueError(msg)
+
+
+def _check_content(_self: Any, _attribute: Any, content: Any) -> None:
+    if content is not None and not isinstance(content, str):
+        msg = f"message content must be a string, got {type(content).__name__}"
+        raise TypeError(msg)
+
+
+@immutable
+@attrs.frozen(kw_only=True)
+class ChatMessage:
     """One message of a conversation. Build them with ``Llm.system/user/assistant/tool_result``."""
 
-    __slots__ = ("content", "images", "role", "tool_call_id", "tool_calls")
-
-    role: str
-    content: Optional[str]
-    images: tuple[ImagePart, ...]
-    tool_calls: tuple[ToolCall, ...]
-    tool_call_id: Optional[str]
-
-    def __init__(
-        self,
-        *,
-        role: str,
-        content: Optional[str] = None,
-        images: tuple[ImagePart, ...] = (),
-        tool_calls: tuple[ToolCall, ...] = (),
-        tool_call_id: Optional[str] = None,
-    ) -> None:
-        if role not in _ROLES:
-            msg = f"message role must be one of {', '.join(_ROLES)}; got {role!r}"
-            raise ValueError(msg)
-        if content is not None and not isinstance(content, str):
-            msg = f"message content must be a string, got {type(content).__name__}"
-            raise TypeError(msg)
-        self._fill(locals())
+    role: str = attrs.field(validator=_check_role)
+    content: Optional[str] = attrs.field(default=None, validator=_check_content)
+    images: tuple[ImagePart, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: Optional[str] = None
 
 
-class CompletionRequest(Frozen):
+@immutable
+@attrs.frozen(kw_only=True)
+class CompletionRequest:
     """Everything one completion needs except the model. Immutable and reusable."""
 
-    __slots__ = (
-        "max_tokens",
-        "messages",
-        "model",
-        "response_format",
-        "stop",
-        "system",
-        "temperature",
-        "tool_choice",
-        "tools",
-        "top_p",
-    )
-
     messages: tuple[ChatMessage, ...]
-    max_tokens: Optional[int]
-    temperature: Optional[float]
-    top_p: Optional[float]
-    stop: tuple[str, ...]
-    tools: tuple[ToolDefinition, ...]
-    tool_choice: Optional[str]
-    response_format: Optional[dict[str, Any]]
-    model: Optional[str]
-    system: Optional[str]
-
-    def __init__(
-        self,
-        *,
-        messages: tuple[ChatMessage, ...],
-        max_tokens: Optional[int] = None,
-        temperature: Optional[float] = None,
-        top_p: Optional[float] = None,
-        stop: tuple[str, ...] = (),
-        tools: tuple[ToolDefinition, ...] = (),
-        tool_choice: Optional[str] = None,
-        response_format: Optional[dict[str, Any]] = None,
-        model: Optional[str] = None,
-        system: Optional[str] = None,
-    ) -> None:
-        self._fill(locals())
+    max_tokens: Optional[int] = None
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    stop: tuple[str, ...] = ()
+    tools: tuple[ToolDefinition, ...] = ()
+    tool_choice: Optional[str] = None
+    response_format: Optional[dict[str, Any]] = None
+    model: Optional[str] = None
+    system: Optional[str] = None
 
 
-class TokenUsage(Frozen):
+@immutable
+@attrs.frozen(kw_only=True)
+class TokenUsage:
     """Token counts as the provider reported them (0 where it reported none)."""
 
-    __slots__ = (
-        "cached_input_tokens",
-        "completion_tokens",
-        "prompt_tokens",
-        "reasoning_tokens",
-        "total_tokens",
-    )
-
-    prompt_tokens: int
-    completion_tokens: int
-    total_tokens: int
-    cached_input_tokens: int
-    reasoning_tokens: int
-
-    def __init__(
-        self,
-        *,
-        prompt_tokens: int = 0,
-        completion_tokens: int = 0,
-        total_tokens: int = 0,
-        cached_input_tokens: int = 0,
-        reasoning_tokens: int = 0,
-    ) -> None:
-        self._fill(locals())
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def input_tokens(self) -> int:
@@ -284,7 +289,9 @@ class TokenUsage(Frozen):
         return self.completion_tokens
 
 
-class StreamChunk(Frozen):
+@immutable
+@attrs.frozen(kw_only=True)
+class StreamChunk:
     """One step of a stream.
 
     ``tool_calls`` is the cumulative snapshot of every tool call so far: replace your state
@@ -292,39 +299,26 @@ class StreamChunk(Frozen):
     that chunk comes right before done, carries no new text and repeats the final snapshot.
     """
 
-    __slots__ = ("content_delta", "is_final", "reasoning_delta", "tool_calls")
-
-    content_delta: Optional[str]
-    reasoning_delta: Optional[str]
-    tool_calls: tuple[ToolCall, ...]
-    is_final: bool
-
-    def __init__(
-        self,
-        *,
-        content_delta: Optional[str] = None,
-        reasoning_delta: Optional[str] = None,
-        tool_calls: tuple[ToolCall, ...] = (),
-        is_final: bool = False,
-    ) -> None:
-        self._fill(locals())
+    content_delta: Optional[str] = None
+    reasoning_delta: Optional[str] = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    is_final: bool = False
 
 
-_new = object.__new__
 _set_content = StreamChunk.__dict__["content_delta"].__set__
 _set_reasoning = StreamChunk.__dict__["reasoning_delta"].__set__
 _set_tool_calls = StreamChunk.__dict__["tool_calls"].__set__
 _set_is_final = StreamChunk.__dict__["is_final"].__set__
 
 
-def _stream_chunk(
+def stream_chunk(
     content_delta: Optional[str], reasoning_delta: Optional[str], tool_calls: tuple[ToolCall, ...]
 ) -> StreamChunk:
     """``StreamChunk(...)`` for the hot path: one per streamed event.
 
     Fills the slots directly, which costs half of the keyword ``__init__`` (StreamChunk
-    has nothing to validate). A test checks it builds the
-    same value as the constructor, so a field added to StreamChunk cannot be missed here.
+    has nothing to validate). A test checks it builds the same value as the constructor, so
+    a field added to StreamChunk cannot be missed here.
     """
     chunk = _new(StreamChunk)
     _set_content(chunk, content_delta)
@@ -334,36 +328,15 @@ def _stream_chunk(
     return chunk
 
 
-class CompletionResponse(Frozen):
+@immutable
+@attrs.frozen(kw_only=True)
+class CompletionResponse:
     """The assembled result of a completion, streamed or not."""
 
-    __slots__ = (
-        "content",
-        "finish_reason",
-        "model",
-        "raw_finish_reason",
-        "reasoning",
-        "tool_calls",
-        "usage",
-    )
-
     content: str
-    reasoning: Optional[str]
-    tool_calls: tuple[ToolCall, ...]
-    finish_reason: str
-    raw_finish_reason: Optional[str]
-    usage: Optional[TokenUsage]
-    model: Optional[str]
-
-    def __init__(
-        self,
-        *,
-        content: str,
-        reasoning: Optional[str] = None,
-        tool_calls: tuple[ToolCall, ...] = (),
-        finish_reason: str = "",
-        raw_finish_reason: Optional[str] = None,
-        usage: Optional[TokenUsage] = None,
-        model: Optional[str] = None,
-    ) -> None:
-        self._fill(locals())
+    reasoning: Optional[str] = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = ""
+    raw_finish_reason: Optional[str] = None
+    usage: Optional[TokenUsage] = None
+    model: Optional[str] = None

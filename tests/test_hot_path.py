@@ -4,22 +4,35 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 import blazen
 from blazen._stream import StreamState
-from blazen._types import _stream_chunk
+from blazen._types import ArgumentFragments, stream_chunk, tool_call_snapshot
 from blazen.providers.base import parse_json
 
 
 def test_the_hot_path_chunk_builder_makes_the_same_value_as_the_constructor():
     """Streamed chunks are built without the keyword __init__; the values are identical."""
     calls = (blazen.ToolCall("call_1", "f", '{"a": 1}'),)
-    fast = _stream_chunk("hi", "hmm", calls)
+    fast = stream_chunk("hi", "hmm", calls)
     slow = blazen.StreamChunk(content_delta="hi", reasoning_delta="hmm", tool_calls=calls)
     assert fast == slow and repr(fast) == repr(slow) and hash(fast) == hash(slow)
     with pytest.raises(AttributeError, match="immutable"):
         fast.content_delta = "x"  # type: ignore[misc]
+
+
+def test_the_hot_path_tool_call_builder_makes_the_same_value_as_the_constructor():
+    """Snapshots of streamed calls skip the validating __init__; the values are identical."""
+    parts = ['{"a"', ": 1}", " ignored"]
+    fast = tool_call_snapshot("call_1", "f", ArgumentFragments(parts, 2))
+    slow = blazen.ToolCall("call_1", "f", '{"a": 1}')
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert fast.arguments() == {"a": 1}
+    assert [f.name for f in attrs.fields(blazen.ToolCall)] == ["id", "name", "_args"]
+    with pytest.raises(AttributeError, match="immutable"):
+        fast.name = "g"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(

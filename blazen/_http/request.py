@@ -6,23 +6,22 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._frozen import Frozen
+import attrs
+
+from .._types import immutable
 
 __all__ = ["HttpRequest"]
 
 
-class HttpRequest(Frozen):
+@immutable
+@attrs.frozen(kw_only=True, repr=False)
+class HttpRequest:
     """A request ready to send: the transport adds nothing but the socket."""
-
-    __slots__ = ("body", "headers", "method", "url")
 
     method: str
     url: str
     headers: Mapping[str, str]
     body: bytes
-
-    def __init__(self, *, method: str, url: str, headers: Mapping[str, str], body: bytes) -> None:
-        self._fill(locals())
 
     def __repr__(self) -> str:
         # Headers carry the key: never show them.

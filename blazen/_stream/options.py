@@ -6,8 +6,10 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
-from .._frozen import Frozen
+import attrs
+
 from .._http import DEFAULT_MAX_EVENT_BYTES
+from .._types import immutable
 
 __all__ = ["ModelOptions"]
 
@@ -24,7 +26,9 @@ def _timeout(name: str, value: Optional[float]) -> Optional[float]:
     return float(value)
 
 
-class ModelOptions(Frozen):
+@immutable
+@attrs.frozen(kw_only=True, init=False, repr=False)
+class ModelOptions:
     """Options every provider accepts (``Providers.<name>(..., **options)``).
 
     - ``max_retries`` (2): attempts after the first, only before any chunk is delivered.
@@ -36,18 +40,6 @@ class ModelOptions(Frozen):
     - ``max_event_bytes`` (8 MiB): the largest single event accepted.
     - ``retry_after_cap`` (60 s): a longer ``Retry-After`` is not waited for.
     """
-
-    __slots__ = (
-        "connect_timeout",
-        "headers",
-        "idle_timeout",
-        "max_connections",
-        "max_event_bytes",
-        "max_retries",
-        "retry_after_cap",
-        "timeout",
-        "verify",
-    )
 
     max_retries: int
     connect_timeout: Optional[float]
@@ -73,6 +65,7 @@ class ModelOptions(Frozen):
         retry_after_cap: float = 60.0,
     ) -> None:
         values = dict(locals())
+        del values["self"]
         for name in ("connect_timeout", "idle_timeout", "timeout", "retry_after_cap"):
             values[name] = _timeout(name, values[name])
         for name, low in (("max_retries", 0), ("max_connections", 1), ("max_event_bytes", 1024)):
@@ -90,16 +83,18 @@ class ModelOptions(Frozen):
         if not isinstance(verify, (bool, str)):
             msg = "verify must be True, False or the path of a CA bundle"
             raise TypeError(msg)
-        self._fill(values)
+        self.__attrs_init__(**values)
 
-    def _shown(self) -> dict[str, Any]:
+    def __repr__(self) -> str:
         # Extra headers often carry a credential (a gateway key): name them, never show them.
-        return {**super()._shown(), "headers": {name: "***" for name in self.headers}}
+        shown = {a.name: getattr(self, a.name) for a in attrs.fields(ModelOptions)}
+        shown["headers"] = {name: "***" for name in self.headers}
+        return "ModelOptions(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     @classmethod
     def from_kwargs(cls, provider: str, options: Mapping[str, Any]) -> ModelOptions:
         """Build options, naming any option that does not exist."""
-        known = set(cls._fields)
+        known = {a.name for a in attrs.fields(cls)}
         unknown = sorted(set(options) - known)
         if unknown:
             msg = (

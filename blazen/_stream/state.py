@@ -12,12 +12,13 @@ from __future__ import annotations
 from typing import Any, Optional, Union
 
 from .._types import (
+    ArgumentFragments,
     CompletionResponse,
     StreamChunk,
     TokenUsage,
     ToolCall,
-    _Fragments,
-    _stream_chunk,
+    stream_chunk,
+    tool_call_snapshot,
 )
 
 __all__ = ["StreamState", "normalise_finish_reason"]
@@ -204,12 +205,14 @@ class StreamState:
             for c in self._calls:
                 tc = c.snapshot
                 if tc is None:
-                    tc = c.snapshot = ToolCall(c.id, c.name, _Fragments(c.parts, len(c.parts)))
+                    tc = c.snapshot = tool_call_snapshot(
+                        c.id, c.name, ArgumentFragments(c.parts, len(c.parts))
+                    )
                 snapshot.append(tc)
             self._snapshot = tuple(snapshot)
         elif content is None and reasoning is None:
             return None
-        return _stream_chunk(content, reasoning, self._snapshot)
+        return stream_chunk(content, reasoning, self._snapshot)
 
     # -- reading -----------------------------------------------------------------------
 

@@ -16,6 +16,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
+import attrs
+
 from .._cancel import CancelToken, ambient_token
 from .._frozen import Frozen
 from .._llm import Llm
@@ -322,7 +324,7 @@ class _Run:
             self.usage = TokenUsage(
                 **{
                     name: getattr(self.usage, name) + getattr(resp.usage, name)
-                    for name in TokenUsage._fields
+                    for name in attrs.fields_dict(TokenUsage)
                 }
             )
         calls: list[ToolCall] = []

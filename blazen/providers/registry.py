@@ -13,9 +13,12 @@ from typing import Optional
 
 import attrs
 
+from .._types import immutable
+
 __all__ = ["PROVIDERS", "ProviderInfo", "compat_key_variable", "key_variables"]
 
 
+@immutable
 @attrs.frozen(kw_only=True)
 class ProviderInfo:
     """One provider: how it is reached and where its key comes from."""
