@@ -568,6 +568,13 @@ IMPORTS = {
 }
 
 
+#: Imports measured beside the clients in scenario (e) that are no client themselves: the
+#: libraries blazen is built on, which its own import time is compared with.
+IMPORT_REFERENCES = {
+    "requests-sseclient-attrs": "import requests, sseclient, attrs",
+}
+
+
 def make_client(key: str, base: str) -> Client:
     """The client registered under ``key``, connected to the benchmark server at ``base``."""
     return CLIENTS[key](base)

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .clients import CLIENTS, IMPORTS, MODULES
+from .clients import CLIENTS, IMPORT_REFERENCES, IMPORTS, MODULES
 from .streams import Spec
 
 __all__ = ["Sizes", "main", "run"]
@@ -154,7 +154,9 @@ def _machine() -> dict[str, Any]:
 
 def _import_time(key: str) -> float:
     code = (
-        "import time; t = time.perf_counter(); " + IMPORTS[key] + "; print(time.perf_counter() - t)"
+        "import time; t = time.perf_counter(); "
+        + {**IMPORTS, **IMPORT_REFERENCES}[key]
+        + "; print(time.perf_counter() - t)"
     )
     env = _env()
     if key == "blazen-baseline":
@@ -306,12 +308,13 @@ def run(
 
     try:
         if "e" in scenarios:
-            for key in clients:
+            imports = [*clients, *IMPORT_REFERENCES]
+            for key in imports:
                 _import_time(key)  # warm the bytecode caches
             # Imports are quick and noisy: three times the repeats of the other scenarios.
             for rep in range(3 * sizes.repeat if not sizes.quick else 1):
                 _log(f"import repeat {rep + 1}")
-                for key in clients:
+                for key in imports:
                     add("e", key, _import_time(key))
 
         if "g" in scenarios:

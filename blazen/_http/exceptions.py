@@ -24,10 +24,15 @@ from ..errors import (
     ValidationError,
 )
 
-__all__ = ["EXCEPTIONS", "map_exception"]
+__all__ = ["CATCH_ALL", "EXCEPTIONS", "map_exception"]
 
-# Most specific first: the first class that matches decides.
+# Most specific first: the first class that matches decides. Every exception class of
+# requests, urllib3, http.client, ssl and socket is placed here by name or by a parent that
+# says what it means; the broad bases at the end (CATCH_ALL) only catch classes a new
+# release adds, and a test fails until those are placed too.
+U = urllib3.exceptions
 EXCEPTIONS: list[tuple[type[BaseException], str]] = [
+    # requests wraps what urllib3 raises while connecting and sending.
     (requests.exceptions.ConnectTimeout, "connect_timeout"),
     (requests.exceptions.ReadTimeout, "read_timeout"),
     (requests.exceptions.SSLError, "tls"),
@@ -46,17 +51,70 @@ EXCEPTIONS: list[tuple[type[BaseException], str]] = [
     (requests.exceptions.URLRequired, "bad_url"),
     (requests.exceptions.UnrewindableBodyError, "internal"),
     (requests.exceptions.Timeout, "read_timeout"),
-    (urllib3.exceptions.ReadTimeoutError, "read_timeout"),
-    (urllib3.exceptions.SSLError, "tls"),
-    (urllib3.exceptions.ProtocolError, "broken"),
-    (urllib3.exceptions.DecodeError, "decoding"),
-    (urllib3.exceptions.HTTPError, "broken"),
+    # raise_for_status raises it; blazen reads statuses itself and never calls that.
+    (requests.exceptions.HTTPError, "internal"),
+    # urllib3 raises these itself while a body is read (the stream reads the raw body).
+    (U.ConnectTimeoutError, "connect_timeout"),
+    (U.ReadTimeoutError, "read_timeout"),
+    (U.TimeoutStateError, "internal"),
+    (U.TimeoutError, "read_timeout"),
+    (U.SSLError, "tls"),
+    (U.ProxySchemeUnknown, "proxy"),
+    (U.ProxySchemeUnsupported, "proxy"),
+    (U.ProxyError, "proxy"),
+    (U.NameResolutionError, "connect"),
+    (U.NewConnectionError, "connect"),
+    (U.MaxRetryError, "connect"),
+    (U.HostChangedError, "internal"),
+    (U.ResponseNotChunked, "internal"),
+    (U.ProtocolError, "broken"),
+    (U.IncompleteRead, "broken"),
+    (U.InvalidChunkLength, "broken"),
+    (U.DecodeError, "decoding"),
+    (U.HeaderParsingError, "broken"),
+    (U.InvalidHeader, "bad_url"),
+    (U.URLSchemeUnknown, "bad_url"),
+    (U.LocationParseError, "bad_url"),
+    (U.LocationValueError, "bad_url"),
+    # A model closed (blazen.shutdown) while a stream waited for its pool.
+    (U.ClosedPoolError, "connect"),
+    (U.EmptyPoolError, "connect"),
+    (U.FullPoolError, "internal"),
+    (U.ResponseError, "connect"),
+    (U.BodyNotHttplibCompatible, "internal"),
+    (U.UnrewindableBodyError, "internal"),
+    (U.PoolError, "connect"),
+    (U.RequestError, "connect"),
+    # http.client, under urllib3, while the status line, headers and chunks are read.
     (http.client.IncompleteRead, "broken"),
-    (http.client.HTTPException, "broken"),
+    (http.client.RemoteDisconnected, "broken"),
+    (http.client.BadStatusLine, "broken"),
+    (http.client.LineTooLong, "broken"),
+    (http.client.UnknownProtocol, "broken"),
+    (http.client.UnknownTransferEncoding, "broken"),
+    (http.client.InvalidURL, "bad_url"),
+    (http.client.NotConnected, "internal"),
+    (http.client.ImproperConnectionState, "internal"),
+    (http.client.UnimplementedFileMode, "internal"),
+    # The socket and TLS layers.
     (socket.timeout, "read_timeout"),
+    (socket.gaierror, "connect"),
+    (socket.herror, "connect"),
     (ssl.SSLError, "tls"),
+    (ssl.CertificateError, "tls"),
+    (ConnectionRefusedError, "connect"),
+    # The broad bases, last: they only catch a class none of the entries above names.
+    (requests.exceptions.RequestException, "connect"),
+    (U.HTTPError, "broken"),
+    (http.client.HTTPException, "broken"),
     (OSError, "broken"),
 ]
+CATCH_ALL: tuple[type[BaseException], ...] = (
+    requests.exceptions.RequestException,
+    U.HTTPError,
+    http.client.HTTPException,
+    OSError,
+)
 
 
 def map_exception(
@@ -91,13 +149,15 @@ def map_exception(
         )
     elif what == "tls":
         err = ConnectionError(
-            f"TLS handshake with {provider} at {url} failed: {exc} (check the certificate; "
+            f"TLS handshake with {provider} at {url} failed: {_text(exc)} (check the certificate; "
             "verify= can point at a CA bundle)",
             provider=provider,
         )
     elif what == "proxy":
         err = ConnectionError(
-            f"the proxy for {url} refused or failed: {exc}", provider=provider, retryable=True
+            f"the proxy for {url} refused or failed: {_text(exc)}",
+            provider=provider,
+            retryable=True,
         )
     elif what == "connect":
         err = ConnectionError(
@@ -114,14 +174,14 @@ def map_exception(
         )
     elif what == "decoding":
         err = ProviderError(
-            f"{provider} sent a body that could not be decoded: {exc}", provider=provider
+            f"{provider} sent a body that could not be decoded: {_text(exc)}", provider=provider
         )
     elif what == "redirect":
-        err = ProviderError(f"{provider} redirected too often: {exc}", provider=provider)
+        err = ProviderError(f"{provider} redirected too often: {_text(exc)}", provider=provider)
     elif what == "bad_url":
-        err = ValidationError(f"the URL for {provider} cannot be used: {url} ({exc})")
+        err = ValidationError(f"the URL for {provider} cannot be used: {url} ({_text(exc)})")
     else:
-        err = InternalError(f"unexpected {type(exc).__name__} talking to {provider}: {exc}")
+        err = InternalError(f"unexpected {type(exc).__name__} talking to {provider}: {_text(exc)}")
     err.__cause__ = exc
     return err
 
@@ -135,5 +195,14 @@ def _reason(exc: BaseException) -> str:
         if not isinstance(inner, BaseException):
             break
         seen = inner
-    text = str(seen) or type(seen).__name__
+    text = _text(seen)
     return text.split(": ", 1)[-1] if "object at 0x" in text else text
+
+
+def _text(exc: BaseException) -> str:
+    # An exception whose __str__ itself fails (a half-built one, a library bug) must still
+    # map: the error it becomes is what the caller gets, so it cannot raise here.
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
