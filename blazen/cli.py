@@ -2,12 +2,13 @@
 
 Which model answers:
 
-1. ``--provider NAME`` picks ``Providers.NAME`` (any factory on :class:`blazen.Providers`,
-   so new providers work here at once), with ``--model`` and ``--base-url`` passed on;
+1. ``--provider NAME`` picks ``Providers.NAME`` (any provider of the registry,
+   :data:`blazen.providers.PROVIDERS`), with ``--model`` and ``--base-url`` passed on;
    ``--provider local`` (or ``--gguf FILE``) runs a model on this machine.
 2. ``--base-url URL`` alone means an OpenAI-compatible server at that URL (key, if it needs
    one, from ``OPENAI_COMPAT_API_KEY``).
-3. Otherwise the first provider whose key is in the environment (``OPENAI_API_KEY``...).
+3. Otherwise the first provider whose key is in the environment (``OPENAI_API_KEY``...), in
+   the order of :data:`blazen.providers.PROVIDERS`.
 4. Otherwise the local model (``blazen.local``); a line on stderr says so.
 
 With ``--json``, stdout carries one JSON object per line: ``chunk`` events, then exactly one
@@ -29,29 +30,11 @@ from ._stream import ChatModel, Streaming
 from ._types import StreamChunk, TokenUsage
 from ._version import __version__
 from .errors import BlazenError
-from .providers import Providers
+from .providers import PROVIDERS, Providers, key_variables
 
 __all__ = ["main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-# Provider chosen when its key is set and no --provider is given, in this order. Only the
-# names that exist on Providers count, so presets added later join in without edits here.
-_KEY_ENV = (
-    ("OPENAI_API_KEY", "openai"),
-    ("ANTHROPIC_API_KEY", "anthropic"),
-    ("GEMINI_API_KEY", "gemini"),
-    ("GOOGLE_API_KEY", "gemini"),
-    ("OPENROUTER_API_KEY", "openrouter"),
-    ("GROQ_API_KEY", "groq"),
-    ("MISTRAL_API_KEY", "mistral"),
-    ("DEEPSEEK_API_KEY", "deepseek"),
-    ("TOGETHER_API_KEY", "together"),
-    ("FIREWORKS_API_KEY", "fireworks"),
-    ("XAI_API_KEY", "xai"),
-    ("PERPLEXITY_API_KEY", "perplexity"),
-    ("COHERE_API_KEY", "cohere"),
-)
 
 # Defaults for the bundled model when none are given. Gemma 3 270M is a base model, not an
 # instruction-tuned one: it rambles on until stopped, and at llama-cpp-python's own
@@ -64,22 +47,14 @@ class _UsageError(Exception):
     """A choice on the command line that cannot work (exit status 2)."""
 
 
-def _provider_names() -> list[str]:
-    return sorted(
-        name
-        for name in vars(Providers)
-        if not name.startswith("_") and callable(getattr(Providers, name))
-    )
-
-
 def _factory(name: str) -> Callable[..., ChatModel]:
-    attr = name.replace("-", "_")
-    fn = None if attr.startswith("_") else getattr(Providers, attr, None)
-    if not callable(fn):
-        names = ", ".join(["local", *_provider_names()])
+    info = PROVIDERS.get(name.replace("-", "_"))
+    if info is None:
+        names = ", ".join(["local", *sorted(PROVIDERS)])
         msg = f"unknown provider {name!r}; choose one of: {names}"
         raise _UsageError(msg)
-    return fn  # type: ignore[no-any-return]
+    factory: Callable[..., ChatModel] = getattr(Providers, info.name)
+    return factory
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -218,10 +193,11 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
     provider = args.provider
     local = provider == "local" or (provider is None and args.gguf is not None)
     if provider is None and not local and args.base_url is None:
-        for var, name in _KEY_ENV:
-            if os.environ.get(var, "").strip() and callable(getattr(Providers, name, None)):
-                provider = name
-                output.note(f"{var} is set: using {name}")
+        # The registry's order: the first provider whose key variable is set answers.
+        for var, info in key_variables():
+            if os.environ.get(var, "").strip():
+                provider = info.name
+                output.note(f"{var} is set: using {provider}")
                 break
         else:
             local = True

@@ -10,9 +10,11 @@ import subprocess
 import sys
 import time
 
+import attrs
 import pytest
 
 from blazen import Providers, cli
+from blazen.providers import PROVIDERS
 from blazen.testing import Pause, Reply, Stall, StreamServer, openai_sse, sse
 
 
@@ -91,19 +93,22 @@ def test_stream_cut_before_its_end_signal_exits_1(server, capsys):
 
 
 def test_unknown_provider_exits_2_and_lists_the_providers(capsys):
-    """A --provider that Providers lacks is a usage error naming the choices."""
+    """A --provider the registry lacks is a usage error naming every choice, presets too."""
     assert chat("--provider", "nope", "hi") == 2
     err = capsys.readouterr().err
     assert "unknown provider 'nope'" in err
-    assert "openai" in err and "local" in err
+    listed = err.split("choose one of:", 1)[1].replace(",", " ").split()
+    assert sorted(listed) == sorted(["local", *PROVIDERS]) and len(PROVIDERS) == 18
 
 
-def test_provider_is_looked_up_on_providers_by_name(server, capsys, monkeypatch):
-    """A factory added to Providers later is usable as --provider without CLI changes."""
+def test_provider_is_looked_up_in_the_registry_by_name(server, capsys, monkeypatch):
+    """A provider added to the registry (a row and its factory) works as --provider at once."""
 
     def newprov(model=None, base_url=None):
         return Providers.openai_compat("newprov", server.base_url, model=model)
 
+    row = attrs.evolve(PROVIDERS["vllm"], name="newprov")
+    monkeypatch.setitem(PROVIDERS, "newprov", row)
     monkeypatch.setattr(Providers, "newprov", staticmethod(newprov), raising=False)
     server.add(Reply.sse(openai_sse(["ok"])))
     assert chat("--provider", "newprov", "--model", "x-1", "hi") == 0
@@ -116,6 +121,22 @@ def test_missing_key_for_named_provider_exits_1_naming_the_variable(capsys):
     captured = capsys.readouterr()
     (ev,) = events(captured.out)
     assert ev["kind"] == "auth" and "OPENAI_API_KEY" in ev["message"]
+
+
+@pytest.mark.parametrize(
+    ("var", "name"),
+    [(var, info.name) for info in PROVIDERS.values() if info.auto for var in info.key_env],
+)
+def test_every_key_variable_of_the_registry_picks_its_provider(var, name, capsys, monkeypatch):
+    """CO_API_KEY picks cohere, PPLX_API_KEY perplexity: the CLI reads the registry's table."""
+    for other in {v for info in PROVIDERS.values() for v in info.key_env}:
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(var, "sk-test-not-real")
+    # The model is chosen without sending anything: no request may leave this machine.
+    args = cli._parser().parse_args(["chat", "hi"])
+    model, local = cli._build_model(args, cli._Output(False, io.StringIO(), sys.stderr))
+    assert local is None and model.provider == name
+    assert f"{var} is set: using {name}" in capsys.readouterr().err
 
 
 def test_key_in_environment_picks_that_provider(server, capsys, monkeypatch):

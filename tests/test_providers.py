@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import inspect
+from pathlib import Path
 
 import pytest
 
 import blazen
 from blazen import Llm
 from blazen.providers import PROVIDERS
+from blazen.providers.registry import markdown_table
 
 from .conftest import NATIVE, PRESET_NAMES, model_for, sse_reply, stream
 
@@ -274,3 +276,19 @@ def test_openai_request_shape_with_system_images_tools_and_a_tool_round_trip(ser
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+
+
+def test_the_registry_the_factories_and_the_readme_agree():
+    """One table: every registry row has its factory, every factory a row, the README shows it."""
+    factories = {
+        name
+        for name, member in vars(blazen.Providers).items()
+        if isinstance(member, staticmethod) and not name.startswith("_")
+    }
+    assert factories == set(PROVIDERS)
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    assert markdown_table() in readme
+    for info in PROVIDERS.values():
+        doc = getattr(blazen.Providers, info.name).__doc__ or ""
+        for var in info.key_env[:1]:
+            assert var in doc, (info.name, var)

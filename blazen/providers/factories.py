@@ -294,7 +294,7 @@ class Providers:
         base_url: Optional[str] = None,
         **options: Any,
     ) -> ChatModel:
-        """A local LM Studio server (``http://localhost:1234/v1``; no key needed)."""
+        """A local LM Studio server (``localhost:1234/v1``; key ``LM_STUDIO_API_KEY`` if any)."""
         return preset("lm_studio", api_key, model, base_url, options)
 
     @staticmethod
@@ -304,7 +304,7 @@ class Providers:
         base_url: Optional[str] = None,
         **options: Any,
     ) -> ChatModel:
-        """A vLLM server (``http://localhost:8000/v1``; key only if started with one)."""
+        """A vLLM server (``localhost:8000/v1``; key ``VLLM_API_KEY`` if started with one)."""
         return preset("vllm", api_key, model, base_url, options)
 
     @staticmethod
@@ -314,5 +314,5 @@ class Providers:
         base_url: Optional[str] = None,
         **options: Any,
     ) -> ChatModel:
-        """A llama.cpp ``llama-server`` (``http://localhost:8080/v1``; key only if set)."""
+        """A llama.cpp ``llama-server`` (``localhost:8080/v1``; key ``LLAMA_API_KEY`` if set)."""
         return preset("llamacpp", api_key, model, base_url, options)

@@ -15,7 +15,13 @@ import attrs
 
 from .._types import immutable
 
-__all__ = ["PROVIDERS", "ProviderInfo", "compat_key_variable", "key_variables"]
+__all__ = [
+    "PROVIDERS",
+    "ProviderInfo",
+    "compat_key_variable",
+    "key_variables",
+    "markdown_table",
+]
 
 
 @immutable
@@ -190,3 +196,26 @@ def key_variables() -> Iterator[tuple[str, ProviderInfo]]:
         if info.auto:
             for var in info.key_env:
                 yield var, info
+
+
+def markdown_table() -> str:
+    """The README's table of providers, one row each, from this registry."""
+    rows = [
+        "| factory | wire | default `base_url` | key variables | default model |",
+        "|---|---|---|---|---|",
+    ]
+    for info in PROVIDERS.values():
+        keys = ", ".join(f"`{v}`" for v in info.key_env)
+        if info.name == "openai_compat":
+            keys = "`<PROVIDER_NAME>_API_KEY`, optional"
+        elif not keys:
+            keys = "none"
+        elif not info.key_required:
+            keys += ", optional"
+        url = f"`{info.base_url}`" if info.base_url else "pass `base_url=`"
+        if info.url_env:
+            url += " or " + ", ".join(f"`{v}`" for v in info.url_env)
+        rows.append(
+            f"| `{info.name}` | {info.wire}: {info.summary} | {url} | {keys} | `{info.model}` |"
+        )
+    return "\n".join(rows) + "\n"
