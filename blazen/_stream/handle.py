@@ -36,7 +36,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
     _thread: threading.Thread
 
     @classmethod
-    def _start(
+    def launch(
         cls,
         model: ChatModel,
         req: CompletionRequest,
@@ -47,6 +47,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
         cancel: Optional[CancelToken],
         timeout: Optional[float],
     ) -> StreamHandle:
+        """Start ``req`` on a background thread (``Streaming.start`` checks the arguments)."""
         handle = cls()
         token = handle._token = CancelToken()
         # The caller's token and its ambient one (captured now: the background thread

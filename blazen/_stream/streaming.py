@@ -140,4 +140,4 @@ class Streaming:
         from .handle import StreamHandle
 
         kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
-        return StreamHandle._start(model, req, **kwargs)
+        return StreamHandle.launch(model, req, **kwargs)
