@@ -6,40 +6,39 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional, Union
 
-from .._frozen import Frozen
+import attrs
 
 __all__ = ["Action", "Drop", "Pause", "Reply", "Stall"]
 
 
-class Pause(Frozen):
+@attrs.frozen
+class Pause:
     """Wait this many seconds before the next write (ends early if the client hangs up)."""
-
-    __slots__ = ("seconds",)
-    __match_args__ = ("seconds",)
 
     seconds: float
 
-    def __init__(self, seconds: float) -> None:
-        object.__setattr__(self, "seconds", seconds)
 
-
-class Stall(Frozen):
+@attrs.frozen
+class Stall:
     """Send nothing more; hold the connection until the client closes it."""
 
-    __slots__ = ()
 
-
-class Drop(Frozen):
+@attrs.frozen
+class Drop:
     """Close the connection now, mid-response."""
-
-    __slots__ = ()
 
 
 #: One item of a reply's body: bytes to write, or a :class:`Pause`, :class:`Stall` or :class:`Drop`.
 Action = Union[bytes, Pause, Stall, Drop]
 
 
-class Reply(Frozen):
+def _headers(headers: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+    # A fresh dict per reply for None, so no two replies share (and mutate) one default.
+    return {} if headers is None else headers
+
+
+@attrs.frozen(kw_only=True)
+class Reply:
     """One scripted response.
 
     ``body`` is a sequence of writes: each ``bytes`` item is one TCP write (one HTTP chunk
@@ -50,25 +49,11 @@ class Reply(Frozen):
     never answer or answer garbage.
     """
 
-    __slots__ = ("body", "headers", "raw", "status", "transfer")
-
-    status: int
-    headers: Mapping[str, str]
-    body: Sequence[Action]
-    transfer: str
-    raw: bool
-
-    def __init__(
-        self,
-        *,
-        status: int = 200,
-        headers: Optional[Mapping[str, str]] = None,
-        body: Sequence[Action] = (),
-        transfer: str = "chunked",
-        raw: bool = False,
-    ) -> None:
-        headers = {} if headers is None else headers
-        self._fill(locals())
+    status: int = 200
+    headers: Mapping[str, str] = attrs.field(default=None, converter=_headers)
+    body: Sequence[Action] = ()
+    transfer: str = "chunked"
+    raw: bool = False
 
     @classmethod
     def sse(

@@ -12,24 +12,21 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from .._frozen import Frozen
+import attrs
+
 from .replies import Pause, Reply, Stall
 
 __all__ = ["ConnectionRecord", "RecordedRequest", "StreamServer"]
 
 
-class RecordedRequest(Frozen):
+@attrs.frozen(kw_only=True)
+class RecordedRequest:
     """A request the server received."""
-
-    __slots__ = ("body", "headers", "method", "path")
 
     method: str
     path: str
     headers: Mapping[str, str]
     body: bytes
-
-    def __init__(self, *, method: str, path: str, headers: Mapping[str, str], body: bytes) -> None:
-        self._fill(locals())
 
     def json(self) -> Any:
         """The body decoded as JSON."""
@@ -41,22 +38,20 @@ class RecordedRequest(Frozen):
         return next((v for k, v in self.headers.items() if k.lower() == low), None)
 
 
+# Not frozen: the serving thread fills in how the connection ended. Compared by identity:
+# two connections opened at the same instant are still two connections.
+@attrs.define(eq=False)
 class ConnectionRecord:
     """One TCP connection: when it opened and closed, and which side closed it."""
 
-    __slots__ = ("closed_at", "closed_by", "opened_at", "requests")
-
-    def __init__(self, opened_at: float) -> None:
-        self.opened_at = opened_at
-        self.closed_at: Optional[float] = None
-        self.closed_by: Optional[str] = None  # "client" or "server"
-        self.requests = 0
-
-    def __repr__(self) -> str:
-        return (
-            f"ConnectionRecord(opened_at={self.opened_at!r}, closed_at={self.closed_at!r}, "
-            f"closed_by={self.closed_by!r}, requests={self.requests!r})"
-        )
+    #: ``time.monotonic()`` when it was accepted.
+    opened_at: float
+    #: ``time.monotonic()`` when it closed; None while it is open.
+    closed_at: Optional[float] = attrs.field(default=None, init=False)
+    #: ``"client"`` or ``"server"``; None while it is open.
+    closed_by: Optional[str] = attrs.field(default=None, init=False)
+    #: How many requests it carried.
+    requests: int = attrs.field(default=0, init=False)
 
 
 class _ClientGone(Exception):
