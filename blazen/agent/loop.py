@@ -28,7 +28,8 @@ from .._llm import Llm
 from .._stream import ChatModel, Streaming
 from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError
-from .run import AgentResult, Job, ToolResult, _Failed, _Run
+from .results import AgentResult, ToolResult
+from .run import Job, _Failed, _Run
 from .tools import Tool
 
 __all__ = ["Agent", "AgentResult", "ToolResult"]

@@ -17,7 +17,6 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken, ambient_token
-from .._frozen import Frozen
 from .._llm import Llm
 from .._stream import check_controls
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, TokenUsage, ToolCall
@@ -30,98 +29,16 @@ from ..errors import (
     ToolError,
     ValidationError,
 )
+from .results import AgentResult, ToolResult
 from .tools import Tool
 from .tools.hints import is_attrs_class
 
 if TYPE_CHECKING:
     from .loop import Agent
 
-__all__ = ["AgentResult", "Job", "ToolResult"]
+__all__ = ["Job"]
 
 logger = logging.getLogger("blazen")
-
-
-class ToolResult(Frozen):
-    """What one tool call produced.
-
-    ``kind`` is ``"ok"``, ``"invalid"`` (the model's call was wrong: an unknown tool, or
-    arguments that are not JSON or do not fit the schema; the tool did not run) or
-    ``"raised"`` (the tool raised ``error``). ``content`` is the text the model was sent.
-    """
-
-    __slots__ = ("call", "content", "error", "kind", "output")
-    # The output may be anything and the error an exception: compared by identity.
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
-
-    call: ToolCall
-    content: str
-    output: Any
-    error: Optional[BaseException]
-    kind: str
-
-    def __init__(
-        self,
-        *,
-        call: ToolCall,
-        content: str,
-        output: Any = None,
-        error: Optional[BaseException] = None,
-        kind: str = "ok",
-    ) -> None:
-        self._fill(locals())
-
-    @property
-    def is_error(self) -> bool:
-        """Whether the model was sent an error instead of a value."""
-        return self.kind != "ok"
-
-
-class AgentResult(Frozen):
-    """How an agent run ended: the answer, the whole conversation, and what it cost.
-
-    ``text`` is the last model turn's text; ``output`` is the return value of the ``exit``
-    tool that ended the run, or ``text`` when the model answered. ``messages`` is the whole
-    conversation without the system prompt, ready to continue with
-    ``agent.run([*result.messages, Llm.user("...")])``. ``usage`` sums every turn.
-    """
-
-    __slots__ = (
-        "exit_tool",
-        "finish_reason",
-        "iterations",
-        "messages",
-        "output",
-        "text",
-        "tool_calls",
-        "tool_results",
-        "usage",
-    )
-
-    text: str
-    output: Any
-    messages: tuple[ChatMessage, ...]
-    iterations: int
-    usage: TokenUsage
-    tool_calls: tuple[ToolCall, ...]
-    tool_results: tuple[ToolResult, ...]
-    finish_reason: str
-    exit_tool: Optional[str]
-
-    def __init__(
-        self,
-        *,
-        text: str,
-        output: Any,
-        messages: tuple[ChatMessage, ...],
-        iterations: int,
-        usage: TokenUsage,
-        tool_calls: tuple[ToolCall, ...] = (),
-        tool_results: tuple[ToolResult, ...] = (),
-        finish_reason: str = "",
-        exit_tool: Optional[str] = None,
-    ) -> None:
-        self._fill(locals())
 
 
 class Job:
