@@ -18,7 +18,6 @@ import concurrent.futures
 import contextlib
 import functools
 import inspect
-import logging
 import queue
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
@@ -28,13 +27,12 @@ from .._llm import Llm
 from .._stream import ChatModel, Streaming
 from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError
+from .calls import Job, execute, execute_async, prepare
 from .results import AgentResult, ToolResult
-from .run import Job, _Failed, _Run
+from .run import AgentRun, RunFailed
 from .tools import Tool
 
-__all__ = ["Agent", "AgentResult", "ToolResult"]
-
-logger = logging.getLogger("blazen")
+__all__ = ["Agent"]
 
 Input = Union[str, ChatMessage, Sequence[ChatMessage]]
 Callback = Optional[Callable[..., Any]]
@@ -165,7 +163,7 @@ class Agent:
         :class:`CancelToken` parameter and stop itself. Returns the :class:`AgentResult`; on
         failure returns None if ``on_error`` was given, else raises the error.
         """
-        run = _Run(
+        run = AgentRun(
             self,
             _messages(input),
             on_chunk=on_chunk,
@@ -179,7 +177,7 @@ class Agent:
         error: Optional[BlazenError] = None
         try:
             result = self._drive(run)
-        except _Failed as failed:
+        except RunFailed as failed:
             error = failed.error
         except KeyboardInterrupt:
             run.close(failed=True)
@@ -198,7 +196,7 @@ class Agent:
             on_done(result)
         return result
 
-    def _drive(self, run: _Run) -> AgentResult:
+    def _drive(self, run: AgentRun) -> AgentResult:
         while True:
             run.before_turn()
             calls = run.absorb(self._stream(run))
@@ -208,7 +206,7 @@ class Agent:
             if done is not None:
                 return done
 
-    def _stream(self, run: _Run) -> CompletionResponse:
+    def _stream(self, run: AgentRun) -> CompletionResponse:
         run.stream_error = None
         resp = Streaming.complete(
             self.model,
@@ -220,11 +218,11 @@ class Agent:
         )
         if resp is None:
             assert run.stream_error is not None
-            raise _Failed(run.translate(run.stream_error))
+            raise RunFailed(run.translate(run.stream_error))
         return resp
 
-    def _run_tools(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
-        jobs = run.prepare(calls)
+    def _run_tools(self, run: AgentRun, calls: list[ToolCall]) -> list[ToolResult]:
+        jobs = prepare(calls, run.by_name, run.tool_token)
         for call in calls:
             run.callback("on_tool_call", run.on_tool_call, call)
         wake: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -241,7 +239,7 @@ class Agent:
         try:
             for i, job in enumerate(jobs):
                 if isinstance(job, Job):
-                    futures[i] = pool.submit(run.execute, job)
+                    futures[i] = pool.submit(execute, job, run.tool_token)
                     futures[i].add_done_callback(lambda _: wake.put(None))
             results: list[ToolResult] = []
             for i, job in enumerate(jobs):
@@ -288,7 +286,7 @@ class Agent:
         Cancelling the task cancels the current stream and the pending tools, delivers
         ``on_error(CancelledError)`` and re-raises :class:`asyncio.CancelledError`.
         """
-        run = _Run(
+        run = AgentRun(
             self,
             _messages(input),
             on_chunk=on_chunk,
@@ -302,7 +300,7 @@ class Agent:
         error: Optional[BlazenError] = None
         try:
             result = await self._drive_async(run)
-        except _Failed as failed:
+        except RunFailed as failed:
             error = failed.error
         except asyncio.CancelledError:
             run.close(failed=True)
@@ -321,7 +319,7 @@ class Agent:
             await _call(on_done, result)
         return result
 
-    async def _drive_async(self, run: _Run) -> AgentResult:
+    async def _drive_async(self, run: AgentRun) -> AgentResult:
         while True:
             run.before_turn()
             calls = run.absorb(await self._stream_async(run))
@@ -331,7 +329,7 @@ class Agent:
             if done is not None:
                 return done
 
-    async def _stream_async(self, run: _Run) -> CompletionResponse:
+    async def _stream_async(self, run: AgentRun) -> CompletionResponse:
         run.stream_error = None
         resp = await Streaming.complete_async(
             self.model,
@@ -343,12 +341,12 @@ class Agent:
         )
         if resp is None:
             assert run.stream_error is not None
-            raise _Failed(run.translate(run.stream_error))
+            raise RunFailed(run.translate(run.stream_error))
         return resp
 
-    async def _run_tools_async(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
+    async def _run_tools_async(self, run: AgentRun, calls: list[ToolCall]) -> list[ToolResult]:
         loop = asyncio.get_running_loop()
-        jobs = run.prepare(calls)
+        jobs = prepare(calls, run.by_name, run.tool_token)
         for call in calls:
             await run.callback_async("on_tool_call", run.on_tool_call, call)
         gate = asyncio.Semaphore(self.tool_concurrency)
@@ -361,8 +359,8 @@ class Agent:
         async def one(job: Job) -> ToolResult:
             async with gate:
                 if job.tool.is_async:
-                    return await run.execute_async(job)
-                return await loop.run_in_executor(pool, run.execute, job)
+                    return await execute_async(job, run.tool_token)
+                return await loop.run_in_executor(pool, execute, job, run.tool_token)
 
         tasks = [loop.create_task(one(j)) if isinstance(j, Job) else j for j in jobs]
         watcher = loop.create_task(woken.wait())
