@@ -35,7 +35,6 @@ from .tools import Tool
 __all__ = ["Agent"]
 
 Input = Union[str, ChatMessage, Sequence[ChatMessage]]
-Callback = Optional[Callable[..., Any]]
 
 
 def _messages(value: Input) -> list[ChatMessage]:
