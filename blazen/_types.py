@@ -278,6 +278,14 @@ class TokenUsage:
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
 
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        """The counts of two completions added, each by each (an agent run's total)."""
+        if not isinstance(other, TokenUsage):
+            return NotImplemented
+        return TokenUsage(
+            **{a.name: getattr(self, a.name) + getattr(other, a.name) for a in _USAGE_FIELDS}
+        )
+
     @property
     def input_tokens(self) -> int:
         """Alias of :attr:`prompt_tokens`."""
@@ -287,6 +295,9 @@ class TokenUsage:
     def output_tokens(self) -> int:
         """Alias of :attr:`completion_tokens`."""
         return self.completion_tokens
+
+
+_USAGE_FIELDS = attrs.fields(TokenUsage)
 
 
 @immutable

@@ -1,13 +1,15 @@
 """Agents: the tool loop on top of streaming.
 
-:mod:`.loop` runs it (blocking and asyncio), :mod:`.run` keeps one run's state and results,
-and :mod:`.tools` turns Python functions into tools the model may call.
+:mod:`.loop` runs it (blocking and asyncio), :mod:`.run` keeps one run's state,
+:mod:`.calls` checks and runs the tool calls of a turn, :mod:`.results` holds the values a
+run hands back, and :mod:`.tools` turns Python functions into tools the model may call.
+Imports run one way: ``tools`` <- ``results`` <- ``calls``, ``run`` <- ``loop``.
 """
 
 from __future__ import annotations
 
 from .loop import Agent
-from .run import AgentResult, ToolResult
+from .results import AgentResult, ToolResult
 from .tools import Tool, tool
 
 __all__ = ["Agent", "AgentResult", "Tool", "ToolResult", "tool"]

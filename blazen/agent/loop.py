@@ -18,7 +18,6 @@ import concurrent.futures
 import contextlib
 import functools
 import inspect
-import logging
 import queue
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, Union
@@ -28,15 +27,14 @@ from .._llm import Llm
 from .._stream import ChatModel, Streaming
 from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError
-from .run import AgentResult, Job, ToolResult, _Failed, _Run
+from .calls import Job, execute, execute_async, prepare
+from .results import AgentResult, ToolResult
+from .run import AgentRun, RunFailed
 from .tools import Tool
 
-__all__ = ["Agent", "AgentResult", "ToolResult"]
-
-logger = logging.getLogger("blazen")
+__all__ = ["Agent"]
 
 Input = Union[str, ChatMessage, Sequence[ChatMessage]]
-Callback = Optional[Callable[..., Any]]
 
 
 def _messages(value: Input) -> list[ChatMessage]:
@@ -164,7 +162,7 @@ class Agent:
         :class:`CancelToken` parameter and stop itself. Returns the :class:`AgentResult`; on
         failure returns None if ``on_error`` was given, else raises the error.
         """
-        run = _Run(
+        run = AgentRun(
             self,
             _messages(input),
             on_chunk=on_chunk,
@@ -178,7 +176,7 @@ class Agent:
         error: Optional[BlazenError] = None
         try:
             result = self._drive(run)
-        except _Failed as failed:
+        except RunFailed as failed:
             error = failed.error
         except KeyboardInterrupt:
             run.close(failed=True)
@@ -197,7 +195,7 @@ class Agent:
             on_done(result)
         return result
 
-    def _drive(self, run: _Run) -> AgentResult:
+    def _drive(self, run: AgentRun) -> AgentResult:
         while True:
             run.before_turn()
             calls = run.absorb(self._stream(run))
@@ -207,7 +205,7 @@ class Agent:
             if done is not None:
                 return done
 
-    def _stream(self, run: _Run) -> CompletionResponse:
+    def _stream(self, run: AgentRun) -> CompletionResponse:
         run.stream_error = None
         resp = Streaming.complete(
             self.model,
@@ -219,11 +217,11 @@ class Agent:
         )
         if resp is None:
             assert run.stream_error is not None
-            raise _Failed(run.translate(run.stream_error))
+            raise RunFailed(run.translate(run.stream_error))
         return resp
 
-    def _run_tools(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
-        jobs = run.prepare(calls)
+    def _run_tools(self, run: AgentRun, calls: list[ToolCall]) -> list[ToolResult]:
+        jobs = prepare(calls, run.by_name, run.tool_token)
         for call in calls:
             run.callback("on_tool_call", run.on_tool_call, call)
         wake: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -240,7 +238,7 @@ class Agent:
         try:
             for i, job in enumerate(jobs):
                 if isinstance(job, Job):
-                    futures[i] = pool.submit(run.execute, job)
+                    futures[i] = pool.submit(execute, job, run.tool_token)
                     futures[i].add_done_callback(lambda _: wake.put(None))
             results: list[ToolResult] = []
             for i, job in enumerate(jobs):
@@ -287,7 +285,7 @@ class Agent:
         Cancelling the task cancels the current stream and the pending tools, delivers
         ``on_error(CancelledError)`` and re-raises :class:`asyncio.CancelledError`.
         """
-        run = _Run(
+        run = AgentRun(
             self,
             _messages(input),
             on_chunk=on_chunk,
@@ -301,7 +299,7 @@ class Agent:
         error: Optional[BlazenError] = None
         try:
             result = await self._drive_async(run)
-        except _Failed as failed:
+        except RunFailed as failed:
             error = failed.error
         except asyncio.CancelledError:
             run.close(failed=True)
@@ -320,7 +318,7 @@ class Agent:
             await _call(on_done, result)
         return result
 
-    async def _drive_async(self, run: _Run) -> AgentResult:
+    async def _drive_async(self, run: AgentRun) -> AgentResult:
         while True:
             run.before_turn()
             calls = run.absorb(await self._stream_async(run))
@@ -330,7 +328,7 @@ class Agent:
             if done is not None:
                 return done
 
-    async def _stream_async(self, run: _Run) -> CompletionResponse:
+    async def _stream_async(self, run: AgentRun) -> CompletionResponse:
         run.stream_error = None
         resp = await Streaming.complete_async(
             self.model,
@@ -342,12 +340,12 @@ class Agent:
         )
         if resp is None:
             assert run.stream_error is not None
-            raise _Failed(run.translate(run.stream_error))
+            raise RunFailed(run.translate(run.stream_error))
         return resp
 
-    async def _run_tools_async(self, run: _Run, calls: list[ToolCall]) -> list[ToolResult]:
+    async def _run_tools_async(self, run: AgentRun, calls: list[ToolCall]) -> list[ToolResult]:
         loop = asyncio.get_running_loop()
-        jobs = run.prepare(calls)
+        jobs = prepare(calls, run.by_name, run.tool_token)
         for call in calls:
             await run.callback_async("on_tool_call", run.on_tool_call, call)
         gate = asyncio.Semaphore(self.tool_concurrency)
@@ -360,8 +358,8 @@ class Agent:
         async def one(job: Job) -> ToolResult:
             async with gate:
                 if job.tool.is_async:
-                    return await run.execute_async(job)
-                return await loop.run_in_executor(pool, run.execute, job)
+                    return await execute_async(job, run.tool_token)
+                return await loop.run_in_executor(pool, execute, job, run.tool_token)
 
         tasks = [loop.create_task(one(j)) if isinstance(j, Job) else j for j in jobs]
         watcher = loop.create_task(woken.wait())

@@ -1,27 +1,21 @@
-"""The state of one agent run: the conversation, usage, tool results, and how it ends.
+"""The state of one agent run: the conversation, usage, tool results, limits, and how it ends.
 
 :class:`blazen.Agent` drives a run (blocking or on asyncio); this module knows neither
-threads nor the event loop. It turns each model response into history, each tool call into
-a job or an error result the model can act on, and each way of ending into a result or an
-error.
+threads nor the event loop, nor the agent class: it reads what it needs through
+:class:`RunSettings`. It turns each model response into history, each turn's tool results
+into history or the run's end, and each way of ending into a result or a :class:`RunFailed`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import enum
-import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
-
-import attrs
+from typing import Any, Callable, Optional, Protocol
 
 from .._cancel import CancelToken, ambient_token
-from .._frozen import Frozen
 from .._llm import Llm
-from .._stream import check_controls
+from .._stream import ChatModel, check_controls
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, TokenUsage, ToolCall
 from ..errors import (
     BlazenError,
@@ -30,152 +24,65 @@ from ..errors import (
     MaxIterationsError,
     TimeoutError,
     ToolError,
-    ValidationError,
 )
+from .results import AgentResult, ToolResult
 from .tools import Tool
-from .tools.hints import is_attrs_class
 
-if TYPE_CHECKING:
-    from .loop import Agent
-
-__all__ = ["AgentResult", "Job", "ToolResult"]
+__all__ = ["AgentRun", "RunFailed", "RunSettings"]
 
 logger = logging.getLogger("blazen")
 
 
-class ToolResult(Frozen):
-    """What one tool call produced.
+class RunSettings(Protocol):
+    """What a run reads of its agent: the model, the tools and the limits.
 
-    ``kind`` is ``"ok"``, ``"invalid"`` (the model's call was wrong: an unknown tool, or
-    arguments that are not JSON or do not fit the schema; the tool did not run) or
-    ``"raised"`` (the tool raised ``error``). ``content`` is the text the model was sent.
+    :class:`blazen.Agent` is one. A run reads these when it needs them, never copies them,
+    so it sees the agent exactly as the agent is.
     """
-
-    __slots__ = ("call", "content", "error", "kind", "output")
-    # The output may be anything and the error an exception: compared by identity.
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
-
-    call: ToolCall
-    content: str
-    output: Any
-    error: Optional[BaseException]
-    kind: str
-
-    def __init__(
-        self,
-        *,
-        call: ToolCall,
-        content: str,
-        output: Any = None,
-        error: Optional[BaseException] = None,
-        kind: str = "ok",
-    ) -> None:
-        self._fill(locals())
 
     @property
-    def is_error(self) -> bool:
-        """Whether the model was sent an error instead of a value."""
-        return self.kind != "ok"
+    def model(self) -> ChatModel:
+        """The model every turn streams from (its own total timeout caps each turn's)."""
+
+    @property
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools offered to the model, with unique names."""
+
+    @property
+    def system_prompt(self) -> Optional[str]:
+        """Sent before the conversation on every turn; not part of the result's messages."""
+
+    @property
+    def max_iterations(self) -> int:
+        """The most model turns a run may take."""
+
+    @property
+    def max_tokens(self) -> Optional[int]:
+        """The token limit of each turn."""
+
+    @property
+    def temperature(self) -> Optional[float]:
+        """The sampling temperature of each turn."""
+
+    @property
+    def stop_on_tool_error(self) -> bool:
+        """Whether a tool that raises ends the run instead of becoming an error result."""
 
 
-class AgentResult(Frozen):
-    """How an agent run ended: the answer, the whole conversation, and what it cost.
-
-    ``text`` is the last model turn's text; ``output`` is the return value of the ``exit``
-    tool that ended the run, or ``text`` when the model answered. ``messages`` is the whole
-    conversation without the system prompt, ready to continue with
-    ``agent.run([*result.messages, Llm.user("...")])``. ``usage`` sums every turn.
-    """
-
-    __slots__ = (
-        "exit_tool",
-        "finish_reason",
-        "iterations",
-        "messages",
-        "output",
-        "text",
-        "tool_calls",
-        "tool_results",
-        "usage",
-    )
-
-    text: str
-    output: Any
-    messages: tuple[ChatMessage, ...]
-    iterations: int
-    usage: TokenUsage
-    tool_calls: tuple[ToolCall, ...]
-    tool_results: tuple[ToolResult, ...]
-    finish_reason: str
-    exit_tool: Optional[str]
-
-    def __init__(
-        self,
-        *,
-        text: str,
-        output: Any,
-        messages: tuple[ChatMessage, ...],
-        iterations: int,
-        usage: TokenUsage,
-        tool_calls: tuple[ToolCall, ...] = (),
-        tool_results: tuple[ToolResult, ...] = (),
-        finish_reason: str = "",
-        exit_tool: Optional[str] = None,
-    ) -> None:
-        self._fill(locals())
-
-
-class Job:
-    """A validated tool call, ready to run."""
-
-    __slots__ = ("call", "kwargs", "tool")
-
-    def __init__(self, call: ToolCall, tool: Tool, kwargs: dict[str, Any]) -> None:
-        self.call = call
-        self.tool = tool
-        self.kwargs = kwargs
-
-
-class _Failed(Exception):
-    """Ends a run with ``error`` (delivered to on_error, or raised)."""
+class RunFailed(Exception):
+    """Raised inside a run to end it with ``error``; the driver delivers that, or raises it."""
 
     def __init__(self, error: BlazenError) -> None:
         super().__init__(error.message)
         self.error = error
 
 
-def _jsonable(value: Any) -> Any:
-    if is_attrs_class(type(value)):
-        import attrs  # only installed, and only needed, when the tool returns an attrs value
-
-        return attrs.asdict(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    msg = f"{type(value).__name__} is not JSON-serialisable"
-    raise TypeError(msg)
-
-
-def _content(value: Any) -> str:
-    """A tool's return value as the text the model reads."""
-    if isinstance(value, str):
-        return value
-    try:
-        return json.dumps(value, default=_jsonable, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(value)
-
-
-class _Run:
+class AgentRun:
     """One run of an agent. Created per call; never shared between runs."""
 
     def __init__(
         self,
-        agent: Agent,
+        settings: RunSettings,
         messages: list[ChatMessage],
         *,
         on_chunk: Optional[Callable[..., Any]] = None,
@@ -194,8 +101,9 @@ class _Run:
             "on_error": on_error,
         }
         check_controls(callbacks, cancel, timeout)
-        self.agent = agent
-        self.by_name = {t.name: t for t in agent.tools}
+        self.settings = settings
+        #: The tools by name: the model calls them by name, and an exit tool ends the run.
+        self.by_name = {t.name: t for t in settings.tools}
         self.messages = list(messages)
         self.on_chunk = on_chunk
         self.on_tool_call = on_tool_call
@@ -241,18 +149,18 @@ class _Run:
         left = self.remaining()
         if left is None:
             return None
-        own = self.agent.model.options.timeout
+        own = self.settings.model.options.timeout
         return max(min(left, own) if own is not None else left, 0.001)
 
     def check(self) -> None:
         """End the run if it was cancelled or its time is up."""
         if any(t.cancelled for t in self.tokens):
             reason = self._reason()
-            raise _Failed(
+            raise RunFailed(
                 CancelledError("the agent run was cancelled" + (f": {reason}" if reason else ""))
             )
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            raise _Failed(self._timed_out())
+            raise RunFailed(self._timed_out())
 
     def _timed_out(self) -> TimeoutError:
         return TimeoutError(
@@ -264,9 +172,9 @@ class _Run:
 
     def before_turn(self) -> None:
         """Check the limits before asking the model again."""
-        if self.iterations >= self.agent.max_iterations:
-            n = self.agent.max_iterations
-            raise _Failed(
+        if self.iterations >= self.settings.max_iterations:
+            n = self.settings.max_iterations
+            raise RunFailed(
                 MaxIterationsError(
                     f"the model was still calling tools after max_iterations={n} turn(s); the "
                     "run was stopped (err.result holds the conversation: raise max_iterations, "
@@ -307,13 +215,13 @@ class _Run:
 
     def request(self) -> CompletionRequest:
         """The request for the next model turn."""
-        agent = self.agent
+        settings = self.settings
         return Llm.completion_request(
             self.messages,
-            tools=[t.definition for t in agent.tools],
-            system=agent.system_prompt,
-            max_tokens=agent.max_tokens,
-            temperature=agent.temperature,
+            tools=[t.definition for t in settings.tools],
+            system=settings.system_prompt,
+            max_tokens=settings.max_tokens,
+            temperature=settings.temperature,
         )
 
     def absorb(self, resp: CompletionResponse) -> list[ToolCall]:
@@ -321,12 +229,7 @@ class _Run:
         self.iterations += 1
         self.last = resp
         if resp.usage is not None:
-            self.usage = TokenUsage(
-                **{
-                    name: getattr(self.usage, name) + getattr(resp.usage, name)
-                    for name in attrs.fields_dict(TokenUsage)
-                }
-            )
+            self.usage = self.usage + resp.usage
         calls: list[ToolCall] = []
         seen = {c.id for m in self.messages for c in m.tool_calls}
         for i, call in enumerate(resp.tool_calls):
@@ -347,85 +250,12 @@ class _Run:
         self.calls.extend(calls)
         return calls
 
-    def prepare(self, calls: list[ToolCall]) -> list[Union[Job, ToolResult]]:
-        """A job per valid call; an error result, for the model, per invalid one."""
-        out: list[Union[Job, ToolResult]] = []
-        for call in calls:
-            tool = self.by_name.get(call.name)
-            if tool is None:
-                names = ", ".join(self.by_name) or "none"
-                problem = f"there is no tool named {call.name!r} (tools: {names})"
-                out.append(self._invalid(call, problem))
-                continue
-            try:
-                kwargs = tool.validate(call.arguments())
-            except ValidationError as exc:
-                out.append(self._invalid(call, exc.message, exc))
-                continue
-            except ValueError as exc:
-                problem = f"the arguments of {call.name!r} are not a JSON object: {exc}"
-                out.append(self._invalid(call, problem, exc))
-                continue
-            if tool.cancel_parameter is not None:
-                kwargs[tool.cancel_parameter] = self.tool_token
-            out.append(Job(call, tool, kwargs))
-        return out
-
-    def _invalid(
-        self, call: ToolCall, problem: str, error: Optional[BaseException] = None
-    ) -> ToolResult:
-        return ToolResult(
-            call=call,
-            content=f"Error: {problem}. Correct the call and try again.",
-            error=error or ValidationError(problem),
-            kind="invalid",
-        )
-
-    def execute(self, job: Job) -> ToolResult:
-        """Run a tool (on a worker thread); what it raises becomes an error result."""
-        if self.tool_token.cancelled:
-            return self._not_run(job)
-        try:
-            if job.tool.is_async:
-                value = asyncio.run(job.tool.fn(**job.kwargs))
-            else:
-                value = job.tool.fn(**job.kwargs)
-        except Exception as exc:
-            return self._raised(job, exc)
-        return ToolResult(call=job.call, content=_content(value), output=value)
-
-    async def execute_async(self, job: Job) -> ToolResult:
-        """Await a coroutine-function tool; what it raises becomes an error result."""
-        if self.tool_token.cancelled:
-            return self._not_run(job)
-        try:
-            value = await job.tool.fn(**job.kwargs)
-        except Exception as exc:
-            return self._raised(job, exc)
-        return ToolResult(call=job.call, content=_content(value), output=value)
-
-    def _not_run(self, job: Job) -> ToolResult:
-        # A pool thread freed by a cancelled tool must not start the next one: the run is over.
-        err = CancelledError("the agent run ended before this tool started")
-        return ToolResult(call=job.call, content=f"Error: {err.message}", error=err, kind="raised")
-
-    def _raised(self, job: Job, exc: Exception) -> ToolResult:
-        logger.warning(
-            "tool %r raised %s: %s", job.tool.name, type(exc).__name__, exc, exc_info=exc
-        )
-        return ToolResult(
-            call=job.call,
-            content=f"Error: the tool {job.tool.name!r} failed: {type(exc).__name__}: {exc}",
-            error=exc,
-            kind="raised",
-        )
-
     def absorb_results(self, results: list[ToolResult]) -> Optional[AgentResult]:
         """Record a turn's tool results; return the run's result if an exit tool ended it."""
         for r in results:
             self.messages.append(Llm.tool_result(r.call.id, r.content))
             self.results.append(r)
-        if self.agent.stop_on_tool_error:
+        if self.settings.stop_on_tool_error:
             failed = next((r for r in results if r.kind == "raised"), None)
             if failed is not None:
                 name = failed.call.name
@@ -436,7 +266,7 @@ class _Run:
                     result=self.result(),
                 )
                 err.__cause__ = failed.error
-                raise _Failed(err)
+                raise RunFailed(err)
         for r in results:
             tool = self.by_name.get(r.call.name)
             if tool is not None and tool.exit and not r.is_error:
@@ -480,8 +310,8 @@ class _Run:
         except Exception as exc:
             raise self._callback_failed(name, exc) from exc
 
-    def _callback_failed(self, name: str, exc: Exception) -> _Failed:
+    def _callback_failed(self, name: str, exc: Exception) -> RunFailed:
         logger.error("%s raised %s; stopping the agent run", name, type(exc).__name__, exc_info=exc)
         err = CallbackError(f"{name} raised {type(exc).__name__}: {exc}; the agent run was stopped")
         err.__cause__ = exc
-        return _Failed(err)
+        return RunFailed(err)

@@ -14,6 +14,8 @@ import sys
 import typing
 from typing import Any, Optional, Union
 
+import attrs
+
 from .docstrings import parse_docstring
 
 __all__ = ["EMPTY", "UNIONS", "Invalid", "convert", "json_type", "schema_for"]
@@ -74,21 +76,14 @@ def _enum_schema(values: list[Any], where: str) -> dict[str, Any]:
 
 
 def _is_class_record(hint: Any) -> bool:
-    return isinstance(hint, type) and (is_attrs_class(hint) or dataclasses.is_dataclass(hint))
-
-
-def is_attrs_class(cls: type) -> bool:
-    """Whether ``cls`` was built by attrs, without importing attrs (blazen does not need it)."""
-    return getattr(cls, "__attrs_attrs__", None) is not None
+    return isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint))
 
 
 def _record_fields(cls: type) -> list[tuple[str, Any, bool]]:
     """``(init name, type hint, required)`` of each constructor field of an attrs/dataclass."""
     hints = typing.get_type_hints(cls, include_extras=True)
     out: list[tuple[str, Any, bool]] = []
-    if is_attrs_class(cls):
-        import attrs  # installed: the class was built with it
-
+    if attrs.has(cls):
         for a in attrs.fields(cls):
             if a.init:
                 out.append((a.alias or a.name, hints.get(a.name, Any), a.default is attrs.NOTHING))

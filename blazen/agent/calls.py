@@ -1,0 +1,144 @@
+"""The model's tool calls: checked into jobs, and jobs run into results. No threads of its own.
+
+Every way a call can go wrong ends here as a :class:`ToolResult` the model reads and may act
+on (an unknown tool, arguments that do not fit, a tool that raises), never as an exception
+that ends the run: the loop decides what ends a run, and on which thread a job runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, Optional, Union
+
+import attrs
+
+from .._cancel import CancelToken
+from .._types import ToolCall
+from ..errors import CancelledError, ValidationError
+from .results import ToolResult
+from .tools import Tool
+
+__all__ = ["Job", "execute", "execute_async", "prepare"]
+
+logger = logging.getLogger("blazen")
+
+
+@attrs.frozen(eq=False)
+class Job:
+    """A validated tool call, ready to run: handed to a worker thread or awaited."""
+
+    call: ToolCall
+    tool: Tool
+    #: The function's keyword arguments, converted to the types it declared.
+    kwargs: dict[str, Any]
+
+
+def prepare(
+    calls: list[ToolCall], tools: Mapping[str, Tool], token: CancelToken
+) -> list[Union[Job, ToolResult]]:
+    """A job per valid call; an error result, for the model, per invalid one.
+
+    ``tools`` maps names to tools; ``token`` goes to each tool that takes a CancelToken.
+    """
+    out: list[Union[Job, ToolResult]] = []
+    for call in calls:
+        tool = tools.get(call.name)
+        if tool is None:
+            names = ", ".join(tools) or "none"
+            problem = f"there is no tool named {call.name!r} (tools: {names})"
+            out.append(_invalid(call, problem))
+            continue
+        try:
+            kwargs = tool.validate(call.arguments())
+        except ValidationError as exc:
+            out.append(_invalid(call, exc.message, exc))
+            continue
+        except ValueError as exc:
+            problem = f"the arguments of {call.name!r} are not a JSON object: {exc}"
+            out.append(_invalid(call, problem, exc))
+            continue
+        if tool.cancel_parameter is not None:
+            kwargs[tool.cancel_parameter] = token
+        out.append(Job(call, tool, kwargs))
+    return out
+
+
+def _invalid(call: ToolCall, problem: str, error: Optional[BaseException] = None) -> ToolResult:
+    return ToolResult(
+        call=call,
+        content=f"Error: {problem}. Correct the call and try again.",
+        error=error or ValidationError(problem),
+        kind="invalid",
+    )
+
+
+def execute(job: Job, token: CancelToken) -> ToolResult:
+    """Run a tool (on a worker thread); what it raises becomes an error result.
+
+    A cancelled ``token`` means the run is over: the tool does not start.
+    """
+    if token.cancelled:
+        return _not_run(job)
+    try:
+        if job.tool.is_async:
+            value = asyncio.run(job.tool.fn(**job.kwargs))
+        else:
+            value = job.tool.fn(**job.kwargs)
+    except Exception as exc:
+        return _raised(job, exc)
+    return ToolResult(call=job.call, content=content(value), output=value)
+
+
+async def execute_async(job: Job, token: CancelToken) -> ToolResult:
+    """Await a coroutine-function tool; what it raises becomes an error result."""
+    if token.cancelled:
+        return _not_run(job)
+    try:
+        value = await job.tool.fn(**job.kwargs)
+    except Exception as exc:
+        return _raised(job, exc)
+    return ToolResult(call=job.call, content=content(value), output=value)
+
+
+def _not_run(job: Job) -> ToolResult:
+    # A pool thread freed by a cancelled tool must not start the next one: the run is over.
+    err = CancelledError("the agent run ended before this tool started")
+    return ToolResult(call=job.call, content=f"Error: {err.message}", error=err, kind="raised")
+
+
+def _raised(job: Job, exc: Exception) -> ToolResult:
+    logger.warning("tool %r raised %s: %s", job.tool.name, type(exc).__name__, exc, exc_info=exc)
+    return ToolResult(
+        call=job.call,
+        content=f"Error: the tool {job.tool.name!r} failed: {type(exc).__name__}: {exc}",
+        error=exc,
+        kind="raised",
+    )
+
+
+def content(value: Any) -> str:
+    """A tool's return value as the text the model reads: JSON where it can be, else str()."""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, default=_jsonable, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    if attrs.has(type(value)):
+        return attrs.asdict(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    msg = f"{type(value).__name__} is not JSON-serialisable"
+    raise TypeError(msg)
