@@ -6,7 +6,8 @@ import json
 from collections.abc import Iterable
 from typing import Any, Union
 
-from .._frozen import Frozen
+import attrs
+
 from ..errors import ValidationError
 
 __all__ = ["START_EVENT", "STOP_EVENT", "Event", "StepOutput", "WorkflowResult"]
@@ -23,7 +24,11 @@ def _event_type(value: Any) -> None:
         raise TypeError(msg)
 
 
-def _json_text(value: Any) -> None:
+def _valid_event_type(_event: object, _field: object, value: Any) -> None:
+    _event_type(value)
+
+
+def _json_text(_event: object, _field: object, value: Any) -> None:
     if not isinstance(value, str):
         msg = f"data_json must be a JSON string, got {type(value).__name__}"
         raise TypeError(msg)
@@ -34,7 +39,8 @@ def _json_text(value: Any) -> None:
         raise ValidationError(msg) from exc
 
 
-class Event(Frozen):
+@attrs.frozen
+class Event:
     """One event of a workflow run: a type name and JSON data.
 
     The data is stored as JSON text, so an event is immutable and every reader of
@@ -43,16 +49,12 @@ class Event(Frozen):
         Event.create(event_type="blazen::StopEvent", data={"result": {"content": "Hi"}})
     """
 
-    __slots__ = ("data_json", "event_type")
-    __match_args__ = ("event_type", "data_json")
+    event_type: str = attrs.field(validator=_valid_event_type)
+    data_json: str = attrs.field(default="null", validator=_json_text)
 
-    event_type: str
-    data_json: str
-
-    def __init__(self, event_type: str, data_json: str = "null") -> None:
-        _event_type(event_type)
-        _json_text(data_json)
-        self._fill(locals())
+    def __replace__(self, **changes: Any) -> Event:
+        """A changed copy, validated like a new event (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
     @classmethod
     def create(cls, event_type: str, data: Any = None) -> Event:
@@ -72,6 +74,7 @@ class Event(Frozen):
 
 
 def _events(value: Iterable[Any]) -> tuple[Event, ...]:
+    """The converter of ``StepOutput.events``: any iterable of events, as a tuple."""
     if isinstance(value, (str, bytes, Event)) or not isinstance(value, Iterable):
         msg = f"expected a list of Event, got {type(value).__name__}"
         raise TypeError(msg)
@@ -83,20 +86,18 @@ def _events(value: Iterable[Any]) -> tuple[Event, ...]:
     return events
 
 
-class StepOutput(Frozen):
+@attrs.frozen
+class StepOutput:
     """What a step hands back: zero or more events, routed in order.
 
     A handler may also return an :class:`Event`, a list of them, or ``None``.
     """
 
-    __slots__ = ("events",)
-    __match_args__ = ("events",)
+    events: tuple[Event, ...] = attrs.field(default=(), converter=_events)
 
-    events: tuple[Event, ...]
-
-    def __init__(self, events: Iterable[Event] = ()) -> None:
-        events = _events(events)
-        self._fill(locals())
+    def __replace__(self, **changes: Any) -> StepOutput:
+        """A changed copy, validated like a new output (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
     @classmethod
     def single(cls, event: Event) -> StepOutput:
@@ -131,13 +132,10 @@ class StepOutput(Frozen):
         raise TypeError(msg)
 
 
-class WorkflowResult(Frozen):
+# A result may hold anything: compared and hashed by identity (eq=False).
+@attrs.frozen(kw_only=True, eq=False)
+class WorkflowResult:
     """How a run ended: its result, the StopEvent, and how much happened on the way."""
-
-    __slots__ = ("elapsed_ms", "event", "events", "result", "run_id")
-    # A result may hold anything: compared and hashed by identity.
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
 
     #: ``data["result"]`` of the StopEvent when its data is a dict holding ``"result"``
     #: (as in ``Event.create(event_type="blazen::StopEvent", data={"result": ...})``),
@@ -152,10 +150,9 @@ class WorkflowResult(Frozen):
     #: The run's id (also ``ctx.run_id`` inside steps).
     run_id: str
 
-    def __init__(
-        self, *, result: Any, event: Event, events: int, elapsed_ms: float, run_id: str
-    ) -> None:
-        self._fill(locals())
+    def __replace__(self, **changes: Any) -> WorkflowResult:
+        """A changed copy (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
     @property
     def data(self) -> Any:

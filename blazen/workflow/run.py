@@ -20,8 +20,9 @@ import uuid
 from collections import deque
 from typing import Any, Callable, Optional
 
+import attrs
+
 from .._cancel import CancelToken, cancel_scope
-from .._frozen import Frozen
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
 from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult, result_of
 
@@ -31,18 +32,9 @@ __all__ = ["Context", "Step", "WorkflowRun"]
 _OUTPUT, _PUBLISH, _RAISED, _CANCEL, _ABORT = range(5)
 
 
-class Step(Frozen):
+@attrs.frozen(kw_only=True)
+class Step:
     """A registered step (see ``Workflow.step``)."""
-
-    __slots__ = (
-        "accepts",
-        "emits",
-        "handler",
-        "max_concurrency",
-        "name",
-        "timeout_ms",
-        "wants_ctx",
-    )
 
     name: str
     accepts: tuple[str, ...]
@@ -53,18 +45,9 @@ class Step(Frozen):
     timeout_ms: Optional[float]
     max_concurrency: Optional[int]
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        accepts: tuple[str, ...],
-        emits: Optional[tuple[str, ...]],
-        handler: Callable[..., Any],
-        wants_ctx: bool,
-        timeout_ms: Optional[float],
-        max_concurrency: Optional[int],
-    ) -> None:
-        self._fill(locals())
+    def __replace__(self, **changes: Any) -> Step:
+        """A changed copy (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
 
 class _Call:
