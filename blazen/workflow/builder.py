@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 from .._cancel import CancelToken, ambient_token
 from ..errors import CancelledError, ValidationError
-from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult
-from .run import Context, Step, WorkflowRun, observer_error
+from .events import START_EVENT, STOP_EVENT, Event, Step, StepOutput, WorkflowResult
+from .run import Context, WorkflowRun, observer_error
 
 __all__ = [
     "START_EVENT",

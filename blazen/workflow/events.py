@@ -1,16 +1,29 @@
-"""The values a workflow passes around: ``Event``, ``StepOutput`` and ``WorkflowResult``."""
+"""The values of a workflow: the steps it is built from and what its runs pass around.
+
+``Event``, ``StepOutput`` and ``WorkflowResult`` are what users build and read; ``Step`` is
+what ``Workflow.step`` registers. All are frozen attrs values, safe to share between the
+step threads of a run.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Any, Callable, Optional, Union
 
 import attrs
 
 from ..errors import ValidationError
 
-__all__ = ["START_EVENT", "STOP_EVENT", "Event", "StepOutput", "WorkflowResult"]
+__all__ = [
+    "START_EVENT",
+    "STOP_EVENT",
+    "Event",
+    "Step",
+    "StepOutput",
+    "WorkflowResult",
+    "result_of",
+]
 
 #: The event a run starts with; its data is what ``run(data)`` was given.
 START_EVENT = "blazen::StartEvent"
@@ -158,6 +171,24 @@ class WorkflowResult:
     def data(self) -> Any:
         """The StopEvent's whole data."""
         return self.event.data
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """A registered step (see ``Workflow.step``)."""
+
+    name: str
+    accepts: tuple[str, ...]
+    #: None when the step did not declare what it emits: then nothing is checked.
+    emits: Optional[tuple[str, ...]]
+    handler: Callable[..., Any]
+    wants_ctx: bool
+    timeout_ms: Optional[float]
+    max_concurrency: Optional[int]
+
+    def __replace__(self, **changes: Any) -> Step:
+        """A changed copy (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
 
 def result_of(stop: Event) -> Any:

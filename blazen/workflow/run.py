@@ -20,34 +20,22 @@ import uuid
 from collections import deque
 from typing import Any, Callable, Optional
 
-import attrs
-
 from .._cancel import CancelToken, cancel_scope
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
-from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult, result_of
+from .events import (
+    START_EVENT,
+    STOP_EVENT,
+    Event,
+    Step,
+    StepOutput,
+    WorkflowResult,
+    result_of,
+)
 
-__all__ = ["Context", "Step", "WorkflowRun"]
+__all__ = ["Context", "WorkflowRun"]
 
 # What step threads (and cancel subscribers) tell the dispatcher: (tag, call, payload).
 _OUTPUT, _PUBLISH, _RAISED, _CANCEL, _ABORT = range(5)
-
-
-@attrs.frozen(kw_only=True)
-class Step:
-    """A registered step (see ``Workflow.step``)."""
-
-    name: str
-    accepts: tuple[str, ...]
-    #: None when the step did not declare what it emits: then nothing is checked.
-    emits: Optional[tuple[str, ...]]
-    handler: Callable[..., Any]
-    wants_ctx: bool
-    timeout_ms: Optional[float]
-    max_concurrency: Optional[int]
-
-    def __replace__(self, **changes: Any) -> Step:
-        """A changed copy (``copy.replace`` on Python 3.13+)."""
-        return attrs.evolve(self, **changes)
 
 
 class _Call:
