@@ -31,23 +31,17 @@ from .events import (
     WorkflowResult,
     result_of,
 )
+from .handoff import (
+    Message,
+    Published,
+    RunAborted,
+    RunCancelled,
+    StepCall,
+    StepRaised,
+    StepReturned,
+)
 
 __all__ = ["Context", "WorkflowRun"]
-
-# What step threads (and cancel subscribers) tell the dispatcher: (tag, call, payload).
-_OUTPUT, _PUBLISH, _RAISED, _CANCEL, _ABORT = range(5)
-
-
-class _Call:
-    """One call of a step's handler for one event."""
-
-    __slots__ = ("deadline", "event", "step", "token")
-
-    def __init__(self, step: Step, event: Event, deadline: Optional[float]) -> None:
-        self.step = step
-        self.event = event
-        self.deadline = deadline
-        self.token = CancelToken()
 
 
 class _Shared:
@@ -61,7 +55,7 @@ class _Shared:
         self.lock = threading.Lock()
         self.state: dict[str, Any] = {}
         self.collected: dict[str, list[Event]] = {}
-        self.queue: queue.SimpleQueue[tuple[int, Optional[_Call], Any]] = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
 
 
 class Context:
@@ -79,7 +73,7 @@ class Context:
 
     __slots__ = ("_call", "_shared")
 
-    def __init__(self, shared: _Shared, call: _Call) -> None:
+    def __init__(self, shared: _Shared, call: StepCall) -> None:
         self._shared = shared
         self._call = call
 
@@ -135,7 +129,7 @@ class Context:
         if self._call.token.cancelled:
             msg = f"step {self.step!r} was abandoned by its run: {self._call.token.reason}"
             raise CancelledError(msg)
-        self._shared.queue.put((_PUBLISH, self._call, event))
+        self._shared.queue.put(Published(self._call, event))
 
     def collect(self, event: Event, count: int) -> Optional[list[Event]]:
         """Fan-in: keep ``event``; once ``count`` events of its type are kept, return them.
@@ -155,7 +149,7 @@ class Context:
             return group
 
 
-def _step_thread(shared: _Shared, call: _Call) -> None:
+def _step_thread(shared: _Shared, call: StepCall) -> None:
     put = shared.queue.put
     step = call.step
     try:
@@ -166,9 +160,9 @@ def _step_thread(shared: _Shared, call: _Call) -> None:
                 value = step.handler(call.event)
         output = StepOutput.of(value)
     except BaseException as exc:  # the dispatcher decides what any failure means
-        put((_RAISED, call, exc))
+        put(StepRaised(call, exc))
     else:
-        put((_OUTPUT, call, output.events))
+        put(StepReturned(call, output.events))
 
 
 class WorkflowRun:
@@ -195,7 +189,7 @@ class WorkflowRun:
             for event_type in step.accepts:
                 self.takers.setdefault(event_type, []).append(step)
         self.pending: deque[tuple[Step, Event]] = deque()
-        self.running: dict[_Call, None] = {}  # insertion-ordered set
+        self.running: dict[StepCall, None] = {}  # insertion-ordered set
         self.per_step: dict[str, int] = {}
         self.seen = 0
         self.last: Optional[tuple[str, str, list[str]]] = None
@@ -208,7 +202,7 @@ class WorkflowRun:
 
     def abort(self, err: BaseException) -> None:
         """End the run with ``err`` as soon as the dispatcher wakes. Any thread."""
-        self.shared.queue.put((_ABORT, None, err))
+        self.shared.queue.put(RunAborted(err))
 
     def drive(self, data: Any) -> WorkflowResult:
         """Run to the StopEvent and return the result, or raise how the run failed."""
@@ -216,7 +210,7 @@ class WorkflowRun:
         self.started = time.monotonic()
         deadline = None if self.timeout_ms is None else self.started + self.timeout_ms / 1000.0
         put = self.shared.queue.put
-        unsubscribe = [t.subscribe(functools.partial(put, (_CANCEL, None, t))) for t in self.tokens]
+        unsubscribe = [t.subscribe(functools.partial(put, RunCancelled(t))) for t in self.tokens]
         try:
             for token in self.tokens:
                 if token.cancelled:
@@ -234,14 +228,14 @@ class WorkflowRun:
                 if wake is not None and now >= wake:
                     raise self._timed_out(deadline, now)
                 try:
-                    tag, call, payload = (
+                    message = (
                         self.shared.queue.get(timeout=wake - now)
                         if wake is not None
                         else self.shared.queue.get()
                     )
                 except queue.Empty:
                     continue
-                stop = self._handle(tag, call, payload)
+                stop = self._handle(message)
             return WorkflowResult(
                 result=result_of(stop),
                 event=stop,
@@ -256,24 +250,24 @@ class WorkflowRun:
             for call in self.running:
                 call.token.cancel(f"workflow {self.workflow!r} run {self.run_id} has ended")
 
-    def _handle(self, tag: int, call: Optional[_Call], payload: Any) -> Optional[Event]:
-        if tag == _PUBLISH:
-            assert call is not None
+    def _handle(self, message: Message) -> Optional[Event]:
+        """Act on one message; return the StopEvent when it ends the run."""
+        if isinstance(message, RunCancelled):
+            raise self._cancelled(message.token)
+        if isinstance(message, RunAborted):
+            raise message.error
+        call = message.call
+        if isinstance(message, Published):
             if call in self.running:  # a late publish from an abandoned call is dropped
-                self._observe(payload)
+                self._observe(message.event)
             return None
-        if tag == _CANCEL:
-            raise self._cancelled(payload)
-        if tag == _ABORT:
-            raise payload
-        assert call is not None
-        if call not in self.running:
+        if call not in self.running:  # an abandoned call's output or failure is ignored
             return None
         del self.running[call]
         self.per_step[call.step.name] -= 1
-        if tag == _RAISED:
-            exc: BaseException = payload
-            step, event_type = call.step.name, call.event.event_type
+        step, event_type = call.step.name, call.event.event_type
+        if isinstance(message, StepRaised):
+            exc = message.error
             err = WorkflowError(
                 f"step {step!r} of workflow {self.workflow!r} raised {type(exc).__name__} "
                 f"while handling {event_type!r}: {exc}",
@@ -282,11 +276,12 @@ class WorkflowRun:
                 event_type=event_type,
             )
             raise err from exc
-        events: tuple[Event, ...] = payload
-        self.last = (call.step.name, call.event.event_type, [e.event_type for e in events])
+        assert isinstance(message, StepReturned)
+        events = message.events
+        self.last = (step, event_type, [e.event_type for e in events])
         return self._route(call, events)
 
-    def _route(self, call: Optional[_Call], events: tuple[Event, ...]) -> Optional[Event]:
+    def _route(self, call: Optional[StepCall], events: tuple[Event, ...]) -> Optional[Event]:
         """Observe each event in order and queue it for its takers; return a StopEvent."""
         source = "the run" if call is None else f"step {call.step.name!r}"
         for event in events:
@@ -341,7 +336,7 @@ class WorkflowRun:
             deadline = (
                 None if step.timeout_ms is None else time.monotonic() + step.timeout_ms / 1000.0
             )
-            call = _Call(step, event, deadline)
+            call = StepCall(step, event, deadline)
             self.running[call] = None
             # Each call gets a copy of this thread's context, so the ambient token it sets
             # (and any contextvar the caller set) belongs to that call alone.
