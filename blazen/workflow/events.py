@@ -31,14 +31,15 @@ START_EVENT = "blazen::StartEvent"
 STOP_EVENT = "blazen::StopEvent"
 
 
-def _event_type(value: Any) -> None:
+def _check_event_type(value: Any) -> None:
     if not isinstance(value, str) or not value:
         msg = f"event_type must be a non-empty string, got {value!r}"
         raise TypeError(msg)
 
 
-def _valid_event_type(_event: object, _field: object, value: Any) -> None:
-    _event_type(value)
+# attrs calls a validator with (instance, attribute, value), after every field is set.
+def _event_type(_event: object, _field: object, value: Any) -> None:
+    _check_event_type(value)
 
 
 def _json_text(_event: object, _field: object, value: Any) -> None:
@@ -62,9 +63,10 @@ class Event:
         Event.create(event_type="blazen::StopEvent", data={"result": {"content": "Hi"}})
     """
 
-    event_type: str = attrs.field(validator=_valid_event_type)
+    event_type: str = attrs.field(validator=_event_type)
     data_json: str = attrs.field(default="null", validator=_json_text)
 
+    # attrs adds __replace__ only on Python 3.13+; blazen's values have it on every version.
     def __replace__(self, **changes: Any) -> Event:
         """A changed copy, validated like a new event (``copy.replace`` on Python 3.13+)."""
         return attrs.evolve(self, **changes)
@@ -72,7 +74,7 @@ class Event:
     @classmethod
     def create(cls, event_type: str, data: Any = None) -> Event:
         """An event of ``event_type`` carrying ``data``, which must be JSON-serialisable."""
-        _event_type(event_type)
+        _check_event_type(event_type)
         try:
             text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
