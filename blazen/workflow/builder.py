@@ -1,18 +1,17 @@
-"""Workflows: named steps that route events from a StartEvent to a StopEvent.
+"""The workflow builder: ``workflow(...)``, adding steps, and starting runs.
 
 Each step accepts some event types and emits others; a run starts with a
 ``blazen::StartEvent`` carrying the run's data and ends at the first ``blazen::StopEvent``.
 Independent events are handled concurrently, each step call on its own thread. A step may
 call ``Streaming.complete`` without passing a token: the run's cancel token reaches it, so
 the workflow's ``timeout_ms`` and cancelling the run stop the streams inside its steps.
-This module knows nothing of HTTP.
+The checks live in :mod:`.validate`, the engine of one run in :mod:`.run`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import math
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, overload
@@ -22,19 +21,18 @@ if TYPE_CHECKING:
 
 from .._cancel import CancelToken, ambient_token
 from ..errors import CancelledError, ValidationError
-from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult
-from .run import Context, Step, WorkflowRun, observer_error
+from .events import Event, Step, WorkflowResult
+from .run import WorkflowRun, observer_error
+from .validate import (
+    handler_wants_ctx,
+    is_coroutine_function,
+    milliseconds,
+    positive_int,
+    problems,
+    step_types,
+)
 
-__all__ = [
-    "START_EVENT",
-    "STOP_EVENT",
-    "Context",
-    "Event",
-    "StepOutput",
-    "Workflow",
-    "WorkflowResult",
-    "workflow",
-]
+__all__ = ["DEFAULT_MAX_WORKERS", "Workflow", "workflow"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 EventCallback = Callable[[Event], Any]
@@ -63,73 +61,10 @@ def workflow(
     return Workflow(name, timeout_ms=timeout_ms, max_workers=max_workers)
 
 
-def _ms(name: str, value: Optional[float]) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        msg = f"{name} must be a number of milliseconds or None, got {type(value).__name__}"
-        raise TypeError(msg)
-    if not value > 0 or math.isinf(value):
-        msg = f"{name} must be a positive, finite number of milliseconds (or None), got {value}"
-        raise ValueError(msg)
-    return float(value)
-
-
-def _positive_int(name: str, value: Optional[int], *, allow_none: bool) -> Optional[int]:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        also = " or None" if allow_none else ""
-        msg = f"{name} must be an int of at least 1{also}, got {value!r}"
-        raise ValueError(msg)
-    return value
-
-
-def _types(what: str, step: str, value: Union[str, Iterable[str]]) -> tuple[str, ...]:
-    # A lone string is one type name, not a sequence of one-letter types.
-    items = (value,) if isinstance(value, str) else value
-    if not isinstance(items, Iterable):
-        msg = f"{what} of step {step!r} must be a list of event type names"
-        raise TypeError(msg)
-    out = tuple(dict.fromkeys(items))
-    for item in out:
-        if not isinstance(item, str) or not item:
-            msg = f"{what} of step {step!r} must hold non-empty strings, got {item!r}"
-            raise TypeError(msg)
-    return out
-
-
-def _is_coroutine_function(fn: Any) -> bool:
-    import inspect  # on first use: `import blazen` does not pay for it
-
-    return inspect.iscoroutinefunction(fn)
-
-
 def _is_awaitable(value: Any) -> bool:
-    import inspect
+    import inspect  # on first use: `import blazen` does not pay for it
 
     return inspect.isawaitable(value)
-
-
-def _wants_ctx(name: str, handler: Callable[..., Any]) -> bool:
-    """Whether ``handler`` takes ``(event, ctx)`` rather than ``(event)``."""
-    import inspect  # on first use: `import blazen` does not pay for it
-
-    try:
-        params = list(inspect.signature(handler).parameters.values())
-    except (TypeError, ValueError):
-        return True
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
-        return True
-    positional = [
-        p
-        for p in params
-        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    ]
-    if not positional:
-        msg = f"the handler of step {name!r} must take the event (and optionally the context)"
-        raise TypeError(msg)
-    return len(positional) >= 2
 
 
 class Workflow:
@@ -150,8 +85,8 @@ class Workflow:
             msg = f"a workflow's name must be a non-empty string, got {name!r}"
             raise TypeError(msg)
         self._name = name
-        self._timeout_ms = _ms("timeout_ms", timeout_ms)
-        self._max_workers = _positive_int("max_workers", max_workers, allow_none=False) or 1
+        self._timeout_ms = milliseconds("timeout_ms", timeout_ms)
+        self._max_workers = positive_int("max_workers", max_workers, allow_none=False) or 1
         self._steps: dict[str, Step] = {}
         self._lock = threading.Lock()
 
@@ -181,7 +116,7 @@ class Workflow:
         When it runs out, the streams inside running steps are cancelled, those steps are
         abandoned, and ``run`` raises :class:`blazen.TimeoutError`.
         """
-        self._timeout_ms = _ms("timeout_ms", ms)
+        self._timeout_ms = milliseconds("timeout_ms", ms)
         return self
 
     @overload
@@ -229,35 +164,18 @@ class Workflow:
         if not isinstance(name, str) or not name:
             msg = f"a step's name must be a non-empty string, got {name!r}"
             raise TypeError(msg)
-        accepted = _types("accepts", name, accepts)
-        emitted = None if emits is None else _types("emits", name, emits)
-        if not accepted:
-            raise ValidationError(f"step {name!r} accepts no event type")
-        if STOP_EVENT in accepted:
-            raise ValidationError(
-                f"step {name!r} accepts {STOP_EVENT}, which ends the run and reaches no step"
-            )
-        if emitted is not None and START_EVENT in emitted:
-            raise ValidationError(f"step {name!r} emits {START_EVENT}; only the run emits it")
-        limit = _ms("timeout_ms", timeout_ms)
-        cap = _positive_int("max_concurrency", max_concurrency, allow_none=True)
+        accepted, emitted = step_types(name, accepts, emits)
+        limit = milliseconds("timeout_ms", timeout_ms)
+        cap = positive_int("max_concurrency", max_concurrency, allow_none=True)
 
         def register(fn: F) -> F:
-            if not callable(fn):
-                msg = f"the handler of step {name!r} must be callable, got {type(fn).__name__}"
-                raise TypeError(msg)
-            if _is_coroutine_function(fn):
-                msg = (
-                    f"the handler of step {name!r} is a coroutine function; step handlers "
-                    "are plain functions, each run on its own thread (run_async included)"
-                )
-                raise TypeError(msg)
+            wants_ctx = handler_wants_ctx(name, fn)
             step = Step(
                 name=name,
                 accepts=accepted,
                 emits=emitted,
                 handler=fn,
-                wants_ctx=_wants_ctx(name, fn),
+                wants_ctx=wants_ctx,
                 timeout_ms=limit,
                 max_concurrency=cap,
             )
@@ -279,10 +197,10 @@ class Workflow:
 
         ``run`` calls this first, so a broken workflow fails before any step runs.
         """
-        problems = _problems(self.steps)
-        if problems:
+        found = problems(self.steps)
+        if found:
             raise ValidationError(
-                f"workflow {self._name!r} cannot run:\n" + "\n".join(f"- {p}" for p in problems)
+                f"workflow {self._name!r} cannot run:\n" + "\n".join(f"- {p}" for p in found)
             )
 
     def _prepare(
@@ -322,7 +240,7 @@ class Workflow:
         :class:`blazen.TimeoutError` when the time budget runs out and
         :class:`blazen.CancelledError` when ``cancel`` is cancelled.
         """
-        if _is_coroutine_function(on_event):
+        if is_coroutine_function(on_event):
             msg = "on_event is a coroutine function: use run_async, or a plain function"
             raise TypeError(msg)
         return self._prepare(on_event, cancel).drive(data)
@@ -404,43 +322,3 @@ class Workflow:
 
 def _task_cancelled(name: str) -> CancelledError:
     return CancelledError(f"workflow {name!r} was cancelled: the awaiting task was cancelled")
-
-
-def _problems(steps: tuple[Step, ...]) -> list[str]:
-    """Everything that would stop a run of these steps, named by step and event type."""
-    problems: list[str] = []
-    if not any(START_EVENT in s.accepts for s in steps):
-        problems.append(f"no step accepts {START_EVENT}, so nothing would run")
-    undeclared = [s.name for s in steps if s.emits is None]
-    emitted = {t for s in steps for t in (s.emits or ())}
-    accepted = {t for s in steps for t in s.accepts}
-    if not undeclared:
-        problems += [
-            f"step {s.name!r} accepts {t!r}, but no step emits it"
-            for s in steps
-            for t in s.accepts
-            if t != START_EVENT and t not in emitted
-        ]
-    problems += [
-        f"step {s.name!r} emits {t!r}, but no step accepts it"
-        for s in steps
-        for t in s.emits or ()
-        if t != STOP_EVENT and t not in accepted
-    ]
-    if steps and not problems:
-        reached: dict[str, Step] = {}
-        types = {START_EVENT}
-        grew = True
-        while grew:
-            grew = False
-            for s in steps:
-                if s.name not in reached and types.intersection(s.accepts):
-                    reached[s.name] = s
-                    types.update(s.emits or ())
-                    grew = True
-        if STOP_EVENT not in types and not any(s.emits is None for s in reached.values()):
-            problems.append(
-                f"no step can reach {STOP_EVENT}: from {START_EVENT} the run reaches steps "
-                f"{list(reached)!r}, which emit only {sorted(types - {START_EVENT})!r}"
-            )
-    return problems

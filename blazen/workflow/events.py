@@ -1,15 +1,29 @@
-"""The values a workflow passes around: ``Event``, ``StepOutput`` and ``WorkflowResult``."""
+"""The values of a workflow: the steps it is built from and what its runs pass around.
+
+``Event``, ``StepOutput`` and ``WorkflowResult`` are what users build and read; ``Step`` is
+what ``Workflow.step`` registers. All are frozen attrs values, safe to share between the
+step threads of a run.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Union
+from typing import Any, Callable, Optional, Union
 
-from .._frozen import Frozen
+import attrs
+
 from ..errors import ValidationError
 
-__all__ = ["START_EVENT", "STOP_EVENT", "Event", "StepOutput", "WorkflowResult"]
+__all__ = [
+    "START_EVENT",
+    "STOP_EVENT",
+    "Event",
+    "Step",
+    "StepOutput",
+    "WorkflowResult",
+    "result_of",
+]
 
 #: The event a run starts with; its data is what ``run(data)`` was given.
 START_EVENT = "blazen::StartEvent"
@@ -17,13 +31,18 @@ START_EVENT = "blazen::StartEvent"
 STOP_EVENT = "blazen::StopEvent"
 
 
-def _event_type(value: Any) -> None:
+def _check_event_type(value: Any) -> None:
     if not isinstance(value, str) or not value:
         msg = f"event_type must be a non-empty string, got {value!r}"
         raise TypeError(msg)
 
 
-def _json_text(value: Any) -> None:
+# attrs calls a validator with (instance, attribute, value), after every field is set.
+def _event_type(_event: object, _field: object, value: Any) -> None:
+    _check_event_type(value)
+
+
+def _json_text(_event: object, _field: object, value: Any) -> None:
     if not isinstance(value, str):
         msg = f"data_json must be a JSON string, got {type(value).__name__}"
         raise TypeError(msg)
@@ -34,7 +53,8 @@ def _json_text(value: Any) -> None:
         raise ValidationError(msg) from exc
 
 
-class Event(Frozen):
+@attrs.frozen
+class Event:
     """One event of a workflow run: a type name and JSON data.
 
     The data is stored as JSON text, so an event is immutable and every reader of
@@ -43,21 +63,18 @@ class Event(Frozen):
         Event.create(event_type="blazen::StopEvent", data={"result": {"content": "Hi"}})
     """
 
-    __slots__ = ("data_json", "event_type")
-    __match_args__ = ("event_type", "data_json")
+    event_type: str = attrs.field(validator=_event_type)
+    data_json: str = attrs.field(default="null", validator=_json_text)
 
-    event_type: str
-    data_json: str
-
-    def __init__(self, event_type: str, data_json: str = "null") -> None:
-        _event_type(event_type)
-        _json_text(data_json)
-        self._fill(locals())
+    # attrs adds __replace__ only on Python 3.13+; blazen's values have it on every version.
+    def __replace__(self, **changes: Any) -> Event:
+        """A changed copy, validated like a new event (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
     @classmethod
     def create(cls, event_type: str, data: Any = None) -> Event:
         """An event of ``event_type`` carrying ``data``, which must be JSON-serialisable."""
-        _event_type(event_type)
+        _check_event_type(event_type)
         try:
             text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
@@ -72,6 +89,7 @@ class Event(Frozen):
 
 
 def _events(value: Iterable[Any]) -> tuple[Event, ...]:
+    """The converter of ``StepOutput.events``: any iterable of events, as a tuple."""
     if isinstance(value, (str, bytes, Event)) or not isinstance(value, Iterable):
         msg = f"expected a list of Event, got {type(value).__name__}"
         raise TypeError(msg)
@@ -83,20 +101,18 @@ def _events(value: Iterable[Any]) -> tuple[Event, ...]:
     return events
 
 
-class StepOutput(Frozen):
+@attrs.frozen
+class StepOutput:
     """What a step hands back: zero or more events, routed in order.
 
     A handler may also return an :class:`Event`, a list of them, or ``None``.
     """
 
-    __slots__ = ("events",)
-    __match_args__ = ("events",)
+    events: tuple[Event, ...] = attrs.field(default=(), converter=_events)
 
-    events: tuple[Event, ...]
-
-    def __init__(self, events: Iterable[Event] = ()) -> None:
-        events = _events(events)
-        self._fill(locals())
+    def __replace__(self, **changes: Any) -> StepOutput:
+        """A changed copy, validated like a new output (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
     @classmethod
     def single(cls, event: Event) -> StepOutput:
@@ -131,13 +147,10 @@ class StepOutput(Frozen):
         raise TypeError(msg)
 
 
-class WorkflowResult(Frozen):
+# A result may hold anything: compared and hashed by identity (eq=False).
+@attrs.frozen(kw_only=True, eq=False)
+class WorkflowResult:
     """How a run ended: its result, the StopEvent, and how much happened on the way."""
-
-    __slots__ = ("elapsed_ms", "event", "events", "result", "run_id")
-    # A result may hold anything: compared and hashed by identity.
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
 
     #: ``data["result"]`` of the StopEvent when its data is a dict holding ``"result"``
     #: (as in ``Event.create(event_type="blazen::StopEvent", data={"result": ...})``),
@@ -152,15 +165,32 @@ class WorkflowResult(Frozen):
     #: The run's id (also ``ctx.run_id`` inside steps).
     run_id: str
 
-    def __init__(
-        self, *, result: Any, event: Event, events: int, elapsed_ms: float, run_id: str
-    ) -> None:
-        self._fill(locals())
+    def __replace__(self, **changes: Any) -> WorkflowResult:
+        """A changed copy (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
     @property
     def data(self) -> Any:
         """The StopEvent's whole data."""
         return self.event.data
+
+
+@attrs.frozen(kw_only=True)
+class Step:
+    """A registered step (see ``Workflow.step``)."""
+
+    name: str
+    accepts: tuple[str, ...]
+    #: None when the step did not declare what it emits: then nothing is checked.
+    emits: Optional[tuple[str, ...]]
+    handler: Callable[..., Any]
+    wants_ctx: bool
+    timeout_ms: Optional[float]
+    max_concurrency: Optional[int]
+
+    def __replace__(self, **changes: Any) -> Step:
+        """A changed copy (``copy.replace`` on Python 3.13+)."""
+        return attrs.evolve(self, **changes)
 
 
 def result_of(stop: Event) -> Any:

@@ -16,175 +16,35 @@ import functools
 import queue
 import threading
 import time
-import uuid
 from collections import deque
 from typing import Any, Callable, Optional
 
 from .._cancel import CancelToken, cancel_scope
-from .._frozen import Frozen
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
-from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult, result_of
+from .context import Context, Shared
+from .events import (
+    START_EVENT,
+    STOP_EVENT,
+    Event,
+    Step,
+    StepOutput,
+    WorkflowResult,
+    result_of,
+)
+from .handoff import (
+    Message,
+    Published,
+    RunAborted,
+    RunCancelled,
+    StepCall,
+    StepRaised,
+    StepReturned,
+)
 
-__all__ = ["Context", "Step", "WorkflowRun"]
-
-# What step threads (and cancel subscribers) tell the dispatcher: (tag, call, payload).
-_OUTPUT, _PUBLISH, _RAISED, _CANCEL, _ABORT = range(5)
-
-
-class Step(Frozen):
-    """A registered step (see ``Workflow.step``)."""
-
-    __slots__ = (
-        "accepts",
-        "emits",
-        "handler",
-        "max_concurrency",
-        "name",
-        "timeout_ms",
-        "wants_ctx",
-    )
-
-    name: str
-    accepts: tuple[str, ...]
-    #: None when the step did not declare what it emits: then nothing is checked.
-    emits: Optional[tuple[str, ...]]
-    handler: Callable[..., Any]
-    wants_ctx: bool
-    timeout_ms: Optional[float]
-    max_concurrency: Optional[int]
-
-    def __init__(
-        self,
-        *,
-        name: str,
-        accepts: tuple[str, ...],
-        emits: Optional[tuple[str, ...]],
-        handler: Callable[..., Any],
-        wants_ctx: bool,
-        timeout_ms: Optional[float],
-        max_concurrency: Optional[int],
-    ) -> None:
-        self._fill(locals())
+__all__ = ["WorkflowRun", "observer_error"]
 
 
-class _Call:
-    """One call of a step's handler for one event."""
-
-    __slots__ = ("deadline", "event", "step", "token")
-
-    def __init__(self, step: Step, event: Event, deadline: Optional[float]) -> None:
-        self.step = step
-        self.event = event
-        self.deadline = deadline
-        self.token = CancelToken()
-
-
-class _Shared:
-    """What every step of one run shares."""
-
-    __slots__ = ("collected", "lock", "queue", "run_id", "state", "workflow")
-
-    def __init__(self, workflow: str) -> None:
-        self.workflow = workflow
-        self.run_id = uuid.uuid4().hex
-        self.lock = threading.Lock()
-        self.state: dict[str, Any] = {}
-        self.collected: dict[str, list[Event]] = {}
-        self.queue: queue.SimpleQueue[tuple[int, Optional[_Call], Any]] = queue.SimpleQueue()
-
-
-class Context:
-    """What a step sees of its run: shared state, the run id, and a way to publish events.
-
-    Safe to use from any thread the step starts. Example::
-
-        @wf.step("answer", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
-        def answer(event, ctx):
-            ctx.set("question", event.data)
-            Streaming.complete(model, req, on_chunk=lambda c: ctx.publish(
-                Event.create(event_type="Delta", data=c.content_delta)))
-            ...
-    """
-
-    __slots__ = ("_call", "_shared")
-
-    def __init__(self, shared: _Shared, call: _Call) -> None:
-        self._shared = shared
-        self._call = call
-
-    @property
-    def run_id(self) -> str:
-        """This run's id: unique per ``run`` call."""
-        return self._shared.run_id
-
-    @property
-    def workflow(self) -> str:
-        """The workflow's name."""
-        return self._shared.workflow
-
-    @property
-    def step(self) -> str:
-        """The name of the step being run."""
-        return self._call.step.name
-
-    @property
-    def cancel_token(self) -> CancelToken:
-        """Cancelled when the run stops needing this step (time budget, cancel, failure, end)."""
-        return self._call.token
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether the run has abandoned this step; a long step should check and return."""
-        return self._call.token.cancelled
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """The shared value stored under ``key``, or ``default``."""
-        with self._shared.lock:
-            return self._shared.state.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        """Store ``value`` under ``key`` for every step of this run."""
-        with self._shared.lock:
-            self._shared.state[key] = value
-
-    def publish(self, event: Event) -> None:
-        """Show ``event`` to the run's ``on_event`` observer now, mid-step; it is not routed.
-
-        Raises :class:`blazen.CancelledError` once the run has abandoned this step.
-        """
-        if not isinstance(event, Event):
-            msg = f"ctx.publish takes an Event, got {type(event).__name__}"
-            raise TypeError(msg)
-        if event.event_type in (START_EVENT, STOP_EVENT):
-            msg = (
-                f"step {self.step!r} published {event.event_type}; only the run emits "
-                "the StartEvent, and a StopEvent must be returned to end the run"
-            )
-            raise ValidationError(msg)
-        if self._call.token.cancelled:
-            msg = f"step {self.step!r} was abandoned by its run: {self._call.token.reason}"
-            raise CancelledError(msg)
-        self._shared.queue.put((_PUBLISH, self._call, event))
-
-    def collect(self, event: Event, count: int) -> Optional[list[Event]]:
-        """Fan-in: keep ``event``; once ``count`` events of its type are kept, return them.
-
-        Returns None until then. Events come back in arrival order and are forgotten,
-        so the next ``count`` start a new group.
-        """
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            msg = f"count must be a positive int, got {count!r}"
-            raise ValueError(msg)
-        with self._shared.lock:
-            kept = self._shared.collected.setdefault(event.event_type, [])
-            kept.append(event)
-            if len(kept) < count:
-                return None
-            group, kept[:] = kept[:count], kept[count:]
-            return group
-
-
-def _step_thread(shared: _Shared, call: _Call) -> None:
+def _step_thread(shared: Shared, call: StepCall) -> None:
     put = shared.queue.put
     step = call.step
     try:
@@ -195,9 +55,9 @@ def _step_thread(shared: _Shared, call: _Call) -> None:
                 value = step.handler(call.event)
         output = StepOutput.of(value)
     except BaseException as exc:  # the dispatcher decides what any failure means
-        put((_RAISED, call, exc))
+        put(StepRaised(call, exc))
     else:
-        put((_OUTPUT, call, output.events))
+        put(StepReturned(call, output.events))
 
 
 class WorkflowRun:
@@ -213,7 +73,7 @@ class WorkflowRun:
         on_event: Optional[Callable[[Event], Any]],
         tokens: tuple[CancelToken, ...],
     ) -> None:
-        self.shared = _Shared(workflow)
+        self.shared = Shared(workflow)
         self.workflow = workflow
         self.timeout_ms = timeout_ms
         self.max_workers = max_workers
@@ -224,7 +84,7 @@ class WorkflowRun:
             for event_type in step.accepts:
                 self.takers.setdefault(event_type, []).append(step)
         self.pending: deque[tuple[Step, Event]] = deque()
-        self.running: dict[_Call, None] = {}  # insertion-ordered set
+        self.running: dict[StepCall, None] = {}  # insertion-ordered set
         self.per_step: dict[str, int] = {}
         self.seen = 0
         self.last: Optional[tuple[str, str, list[str]]] = None
@@ -237,7 +97,7 @@ class WorkflowRun:
 
     def abort(self, err: BaseException) -> None:
         """End the run with ``err`` as soon as the dispatcher wakes. Any thread."""
-        self.shared.queue.put((_ABORT, None, err))
+        self.shared.queue.put(RunAborted(err))
 
     def drive(self, data: Any) -> WorkflowResult:
         """Run to the StopEvent and return the result, or raise how the run failed."""
@@ -245,7 +105,7 @@ class WorkflowRun:
         self.started = time.monotonic()
         deadline = None if self.timeout_ms is None else self.started + self.timeout_ms / 1000.0
         put = self.shared.queue.put
-        unsubscribe = [t.subscribe(functools.partial(put, (_CANCEL, None, t))) for t in self.tokens]
+        unsubscribe = [t.subscribe(functools.partial(put, RunCancelled(t))) for t in self.tokens]
         try:
             for token in self.tokens:
                 if token.cancelled:
@@ -263,14 +123,14 @@ class WorkflowRun:
                 if wake is not None and now >= wake:
                     raise self._timed_out(deadline, now)
                 try:
-                    tag, call, payload = (
+                    message = (
                         self.shared.queue.get(timeout=wake - now)
                         if wake is not None
                         else self.shared.queue.get()
                     )
                 except queue.Empty:
                     continue
-                stop = self._handle(tag, call, payload)
+                stop = self._handle(message)
             return WorkflowResult(
                 result=result_of(stop),
                 event=stop,
@@ -285,24 +145,24 @@ class WorkflowRun:
             for call in self.running:
                 call.token.cancel(f"workflow {self.workflow!r} run {self.run_id} has ended")
 
-    def _handle(self, tag: int, call: Optional[_Call], payload: Any) -> Optional[Event]:
-        if tag == _PUBLISH:
-            assert call is not None
+    def _handle(self, message: Message) -> Optional[Event]:
+        """Act on one message; return the StopEvent when it ends the run."""
+        if isinstance(message, RunCancelled):
+            raise self._cancelled(message.token)
+        if isinstance(message, RunAborted):
+            raise message.error
+        call = message.call
+        if isinstance(message, Published):
             if call in self.running:  # a late publish from an abandoned call is dropped
-                self._observe(payload)
+                self._observe(message.event)
             return None
-        if tag == _CANCEL:
-            raise self._cancelled(payload)
-        if tag == _ABORT:
-            raise payload
-        assert call is not None
-        if call not in self.running:
+        if call not in self.running:  # an abandoned call's output or failure is ignored
             return None
         del self.running[call]
         self.per_step[call.step.name] -= 1
-        if tag == _RAISED:
-            exc: BaseException = payload
-            step, event_type = call.step.name, call.event.event_type
+        step, event_type = call.step.name, call.event.event_type
+        if isinstance(message, StepRaised):
+            exc = message.error
             err = WorkflowError(
                 f"step {step!r} of workflow {self.workflow!r} raised {type(exc).__name__} "
                 f"while handling {event_type!r}: {exc}",
@@ -311,11 +171,12 @@ class WorkflowRun:
                 event_type=event_type,
             )
             raise err from exc
-        events: tuple[Event, ...] = payload
-        self.last = (call.step.name, call.event.event_type, [e.event_type for e in events])
+        assert isinstance(message, StepReturned)
+        events = message.events
+        self.last = (step, event_type, [e.event_type for e in events])
         return self._route(call, events)
 
-    def _route(self, call: Optional[_Call], events: tuple[Event, ...]) -> Optional[Event]:
+    def _route(self, call: Optional[StepCall], events: tuple[Event, ...]) -> Optional[Event]:
         """Observe each event in order and queue it for its takers; return a StopEvent."""
         source = "the run" if call is None else f"step {call.step.name!r}"
         for event in events:
@@ -370,7 +231,7 @@ class WorkflowRun:
             deadline = (
                 None if step.timeout_ms is None else time.monotonic() + step.timeout_ms / 1000.0
             )
-            call = _Call(step, event, deadline)
+            call = StepCall(step, event, deadline)
             self.running[call] = None
             # Each call gets a copy of this thread's context, so the ambient token it sets
             # (and any contextvar the caller set) belongs to that call alone.
