@@ -83,13 +83,15 @@ def _edges(modules: dict[str, Path]) -> Iterator[tuple[str, str, list[str], int]
                 target = ".".join([*base, node.module] if node.module else base)
             else:
                 target = node.module or ""
-            names = [a.name for a in node.names]
-            # `from .pkg import module` imports the module itself.
-            for alias in names:
-                if f"{target}.{alias}" in modules:
-                    yield name, f"{target}.{alias}", [], node.lineno
-                    names = [n for n in names if n != alias]
-            yield name, target, names, node.lineno
+            # `from .pkg import module` imports the module itself (after pkg's __init__).
+            names = []
+            for alias in node.names:
+                if f"{target}.{alias.name}" in modules:
+                    yield name, f"{target}.{alias.name}", [], node.lineno
+                else:
+                    names.append(alias.name)
+            if names or not node.names:
+                yield name, target, names, node.lineno
 
 
 def _layer(module: str) -> tuple[int, str]:

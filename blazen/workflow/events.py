@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional, Union
 
 import attrs
 
+from .._types import immutable
 from ..errors import ValidationError
 
 __all__ = [
@@ -53,6 +54,7 @@ def _json_text(_event: object, _field: object, value: Any) -> None:
         raise ValidationError(msg) from exc
 
 
+@immutable
 @attrs.frozen
 class Event:
     """One event of a workflow run: a type name and JSON data.
@@ -65,11 +67,6 @@ class Event:
 
     event_type: str = attrs.field(validator=_event_type)
     data_json: str = attrs.field(default="null", validator=_json_text)
-
-    # attrs adds __replace__ only on Python 3.13+; blazen's values have it on every version.
-    def __replace__(self, **changes: Any) -> Event:
-        """A changed copy, validated like a new event (``copy.replace`` on Python 3.13+)."""
-        return attrs.evolve(self, **changes)
 
     @classmethod
     def create(cls, event_type: str, data: Any = None) -> Event:
@@ -101,6 +98,7 @@ def _events(value: Iterable[Any]) -> tuple[Event, ...]:
     return events
 
 
+@immutable
 @attrs.frozen
 class StepOutput:
     """What a step hands back: zero or more events, routed in order.
@@ -109,10 +107,6 @@ class StepOutput:
     """
 
     events: tuple[Event, ...] = attrs.field(default=(), converter=_events)
-
-    def __replace__(self, **changes: Any) -> StepOutput:
-        """A changed copy, validated like a new output (``copy.replace`` on Python 3.13+)."""
-        return attrs.evolve(self, **changes)
 
     @classmethod
     def single(cls, event: Event) -> StepOutput:
@@ -148,6 +142,7 @@ class StepOutput:
 
 
 # A result may hold anything: compared and hashed by identity (eq=False).
+@immutable
 @attrs.frozen(kw_only=True, eq=False)
 class WorkflowResult:
     """How a run ended: its result, the StopEvent, and how much happened on the way."""
@@ -165,16 +160,13 @@ class WorkflowResult:
     #: The run's id (also ``ctx.run_id`` inside steps).
     run_id: str
 
-    def __replace__(self, **changes: Any) -> WorkflowResult:
-        """A changed copy (``copy.replace`` on Python 3.13+)."""
-        return attrs.evolve(self, **changes)
-
     @property
     def data(self) -> Any:
         """The StopEvent's whole data."""
         return self.event.data
 
 
+@immutable
 @attrs.frozen(kw_only=True)
 class Step:
     """A registered step (see ``Workflow.step``)."""
@@ -187,10 +179,6 @@ class Step:
     wants_ctx: bool
     timeout_ms: Optional[float]
     max_concurrency: Optional[int]
-
-    def __replace__(self, **changes: Any) -> Step:
-        """A changed copy (``copy.replace`` on Python 3.13+)."""
-        return attrs.evolve(self, **changes)
 
 
 def result_of(stop: Event) -> Any:
