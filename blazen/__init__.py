@@ -46,11 +46,12 @@ from .errors import (
     ValidationError,
     WorkflowError,
 )
-from .providers import Providers
-from .workflow import Context, Event, StepOutput, Workflow, WorkflowResult, workflow
+from .workflow import Event, StepOutput, Workflow, WorkflowResult, workflow
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentResult, Tool, ToolResult, tool
+    from .providers import Providers
+    from .workflow import Context
 
 __all__ = [
     "Agent",
@@ -107,14 +108,18 @@ __all__ = [
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())
 
-# The agent and its tool machinery (asyncio, inspect, schema building) load on first use:
-# `import blazen` stays as cheap as the streaming core needs.
+# The providers (wire formats, factories, registry), the agent and its tool machinery
+# (asyncio, inspect, schema building) and the workflow engine load on first use:
+# `import blazen` costs what the streaming core needs, and a module that only names
+# blazen's types pays for no more.
 _LAZY = {
     "Agent": ".agent",
     "AgentResult": ".agent",
     "ToolResult": ".agent",
     "Tool": ".agent",
     "tool": ".agent",
+    "Context": ".workflow",
+    "Providers": ".providers",
 }
 
 

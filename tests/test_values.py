@@ -99,7 +99,7 @@ def test_values_match_positionally_where_they_are_built_positionally():
 
 
 def test_importing_blazen_leaves_what_streaming_does_not_need_unloaded():
-    """asyncio, the agent, the handle and the native wire formats load on first use."""
+    """asyncio, the agent, the workflow engine and the native wire formats load on first use."""
     lazy = {
         "asyncio",
         "blazen.agent",
@@ -108,6 +108,9 @@ def test_importing_blazen_leaves_what_streaming_does_not_need_unloaded():
         "blazen.providers.anthropic",
         "blazen.providers.gemini",
         "blazen.providers.ollama",
+        "blazen.workflow.run",
+        "blazen.workflow.context",
+        "uuid",
     }
     code = f"import sys, blazen; print(sorted({lazy!r} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

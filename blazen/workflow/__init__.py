@@ -10,9 +10,14 @@ Nothing here knows HTTP; a step that streams reaches the run's cancel token thro
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .builder import Workflow, workflow
-from .context import Context
 from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult
+
+if TYPE_CHECKING:
+    from .context import Context
 
 __all__ = [
     "START_EVENT",
@@ -24,3 +29,14 @@ __all__ = [
     "WorkflowResult",
     "workflow",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The engine (run, context, hand-offs) loads with the first run or the first look at
+    # Context: `import blazen` does not pay for threads, queues and run ids it may not use.
+    if name != "Context":
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = importlib.import_module(".context", __name__).Context
+    globals()[name] = value
+    return value

@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, overl
 if TYPE_CHECKING:
     import asyncio
 
+    from .run import WorkflowRun
+
 from .._cancel import CancelToken, ambient_token
 from ..errors import CancelledError, ValidationError
 from .events import Event, Step, WorkflowResult
-from .run import WorkflowRun, observer_error
 from .validate import (
     handler_wants_ctx,
     is_coroutine_function,
@@ -206,6 +207,8 @@ class Workflow:
     def _prepare(
         self, on_event: Optional[EventCallback], cancel: Optional[CancelToken]
     ) -> WorkflowRun:
+        # The engine (threads, queues, run ids) loads with the first run, not with blazen.
+        from .run import WorkflowRun
         if on_event is not None and not callable(on_event):
             msg = f"on_event must be callable or None, got {type(on_event).__name__}"
             raise TypeError(msg)
@@ -266,6 +269,7 @@ class Workflow:
             loop.call_soon_threadsafe(inbox.put_nowait, event)
 
         run = self._prepare(None if on_event is None else forward, cancel)
+        from .run import observer_error  # loaded by _prepare already
         done: asyncio.Future[WorkflowResult] = loop.create_future()
 
         def settle(ok: bool, value: Any) -> None:  # on the loop
