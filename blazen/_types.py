@@ -1,6 +1,7 @@
 """Immutable values: messages, requests, tool calls, chunks, usage and responses.
 
-Every value here is an attrs frozen class with slots (through :func:`value`), so one
+Every value here is an attrs frozen class with slots (finished by :func:`immutable`;
+no ``__weakref__`` slot, as nothing refers to a value weakly), so one
 request may be reused for any number of calls from any number of threads. Containers are
 stored as tuples; JSON-like dicts (tool parameters, response formats) are deep-copied on
 construction and never mutated afterwards.
@@ -97,7 +98,7 @@ def _check_str(owner: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
 
 
 @immutable
-@attrs.frozen(repr=False, match_args=False)
+@attrs.frozen(repr=False, match_args=False, weakref_slot=False)
 class ToolCall:
     """One tool call the model asked for: ``ToolCall(id, name, arguments_json)``."""
 
@@ -164,7 +165,7 @@ def _json_copy(value: Any, what: str) -> Any:
 
 
 @immutable
-@attrs.frozen(kw_only=True, init=False)
+@attrs.frozen(kw_only=True, init=False, weakref_slot=False)
 class ToolDefinition:
     """A function the model may call: name, description and JSON-schema parameters."""
 
@@ -192,7 +193,7 @@ class ToolDefinition:
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TextPart:
     """Text inside a multimodal message."""
 
@@ -206,7 +207,7 @@ def _one_image_source(image: ImagePart, _attribute: Any, _value: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ImagePart:
     """An image inside a user message, by ``url`` or by base64 ``data`` with ``media_type``."""
 
@@ -239,7 +240,7 @@ def _check_content(_self: Any, _attribute: Any, content: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class ChatMessage:
     """One message of a conversation. Build them with ``Llm.system/user/assistant/tool_result``."""
 
@@ -251,7 +252,7 @@ class ChatMessage:
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompletionRequest:
     """Everything one completion needs except the model. Immutable and reusable."""
 
@@ -268,7 +269,7 @@ class CompletionRequest:
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class TokenUsage:
     """Token counts as the provider reported them (0 where it reported none)."""
 
@@ -301,7 +302,7 @@ _USAGE_FIELDS = attrs.fields(TokenUsage)
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class StreamChunk:
     """One step of a stream.
 
@@ -340,7 +341,7 @@ def stream_chunk(
 
 
 @immutable
-@attrs.frozen(kw_only=True)
+@attrs.frozen(kw_only=True, weakref_slot=False)
 class CompletionResponse:
     """The assembled result of a completion, streamed or not."""
 

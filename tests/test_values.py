@@ -107,6 +107,7 @@ def test_importing_blazen_leaves_what_streaming_does_not_need_unloaded():
         "blazen._stream.handle",
         "blazen.providers.anthropic",
         "blazen.providers.gemini",
+        "blazen.providers",
         "blazen.providers.ollama",
         "blazen.workflow.run",
         "blazen.workflow.context",
