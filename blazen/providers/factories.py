@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from .._stream import ChatModel, ModelOptions
+from .._stream import ChatModel, ModelOptions, WireFormat
 from ..errors import ValidationError
 from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
 from .registry import PROVIDERS, ProviderInfo, compat_key_variable
@@ -20,6 +20,24 @@ AZURE_API_VERSION = "2024-10-21"
 
 def _row(name: str) -> ProviderInfo:
     return PROVIDERS[name]
+
+
+def _native(
+    name: str,
+    api_key: str,
+    model: Optional[str],
+    base_url: Optional[str],
+    options: dict[str, Any],
+    make_wire: Callable[[str, str, str, ModelOptions], WireFormat],
+) -> ChatModel:
+    """A model of a native wire format: key, URL and defaults from the registry's row."""
+    info = _row(name)
+    key = resolve_key(name, api_key, info.key_env, required=info.key_required)
+    opts = ModelOptions.from_kwargs(name, options)
+    base = check_url(name, env_url(base_url, info.url_env) or info.base_url or "")
+    chosen = model or info.model
+    wire = make_wire(base, key, chosen, opts)
+    return ChatModel(wire=wire, model=chosen, base_url=base, options=opts, secrets=(key,))
 
 
 class Providers:
@@ -138,20 +156,21 @@ class Providers:
         if max_tokens < 1:
             msg = f"default_max_tokens must be at least 1, got {max_tokens}"
             raise ValueError(msg)
-        info = _row("anthropic")
-        key = resolve_key("anthropic", api_key, info.key_env, required=True)
-        opts = ModelOptions.from_kwargs("anthropic", options)
-        base = check_url("anthropic", env_url(base_url, info.url_env) or info.base_url or "")
-        name = model or info.model
-        wire = AnthropicWire(
-            base_url=base,
-            api_key=key,
-            model=name,
-            headers=opts.headers,
-            version=version,
-            default_max_tokens=max_tokens,
+        return _native(
+            "anthropic",
+            api_key,
+            model,
+            base_url,
+            options,
+            lambda base, key, name, opts: AnthropicWire(
+                base_url=base,
+                api_key=key,
+                model=name,
+                headers=opts.headers,
+                version=version,
+                default_max_tokens=max_tokens,
+            ),
         )
-        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
 
     @staticmethod
     def gemini(
@@ -164,15 +183,18 @@ class Providers:
 
         The key travels in the ``x-goog-api-key`` header, never in the URL.
         """
-        info = _row("gemini")
-        key = resolve_key("gemini", api_key, info.key_env, required=True)
-        opts = ModelOptions.from_kwargs("gemini", options)
-        base = check_url("gemini", env_url(base_url, info.url_env) or info.base_url or "")
-        name = model or info.model
         from .gemini import GeminiWire
 
-        wire = GeminiWire(base_url=base, api_key=key, model=name, headers=opts.headers)
-        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+        return _native(
+            "gemini",
+            api_key,
+            model,
+            base_url,
+            options,
+            lambda base, key, name, opts: GeminiWire(
+                base_url=base, api_key=key, model=name, headers=opts.headers
+            ),
+        )
 
     @staticmethod
     def ollama(
@@ -185,15 +207,18 @@ class Providers:
 
         A key, if given, is sent as a bearer token (for a proxy in front of Ollama).
         """
-        info = _row("ollama")
-        key = resolve_key("ollama", api_key, info.key_env, required=False)
-        opts = ModelOptions.from_kwargs("ollama", options)
-        base = check_url("ollama", env_url(base_url, info.url_env) or info.base_url or "")
-        name = model or info.model
         from .ollama import OllamaWire
 
-        wire = OllamaWire(base_url=base, api_key=key, model=name, headers=opts.headers)
-        return ChatModel(wire=wire, model=name, base_url=base, options=opts, secrets=(key,))
+        return _native(
+            "ollama",
+            api_key,
+            model,
+            base_url,
+            options,
+            lambda base, key, name, opts: OllamaWire(
+                base_url=base, api_key=key, model=name, headers=opts.headers
+            ),
+        )
 
     # -- OpenAI-compatible services: a row of the registry each ----------------------------
 
