@@ -124,6 +124,9 @@ def test_connect_refused_is_a_connection_error_after_retries(req, caplog, comple
     assert rec.kinds == ["error"] and isinstance(rec.error, blazen.ConnectionError)
     assert isinstance(rec.error, ConnectionError)  # the builtin too
     assert "could not connect" in rec.error.message
+    # It says why in words: no connection object or class of blazen's own in the message.
+    assert "Connection refused" in rec.error.message
+    assert "_Conn" not in rec.error.message and "host=" not in rec.error.message
     retries = [r for r in caplog.records if "retrying" in r.getMessage()]
     assert len(retries) == 2 and all(r.levelno == logging.INFO for r in retries)
 

@@ -8,6 +8,7 @@ exception class the table does not place.
 from __future__ import annotations
 
 import http.client
+import re
 import socket
 import ssl
 from typing import Optional
@@ -186,6 +187,9 @@ def map_exception(
     return err
 
 
+_CONNECTION_PREFIX = re.compile(r"^(?:<[^>]*object at 0x[0-9a-fA-F]+>|\w+\(host=[^)]*\)): ")
+
+
 def _reason(exc: BaseException) -> str:
     # requests nests urllib3's reason several levels deep; the innermost says the most.
     seen: BaseException = exc
@@ -196,7 +200,9 @@ def _reason(exc: BaseException) -> str:
             break
         seen = inner
     text = _text(seen)
-    return text.split(": ", 1)[-1] if "object at 0x" in text else text
+    # urllib3 names the connection first ("HTTPConnection(host='h', port=1): Failed to
+    # ..." or "<... object at 0x...>: Failed to ..."); the reason after it is what helps.
+    return _CONNECTION_PREFIX.sub("", text)
 
 
 def _text(exc: BaseException) -> str:
