@@ -268,16 +268,30 @@ class CompletionRequest:
     system: Optional[str] = None
 
 
+def _count(value: Any) -> int:
+    # A whole float (5.0, as some servers send) is accepted as the int it is.
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    if type(value) is not int or value < 0:
+        msg = f"a token count must be a whole number of at least 0, got {value!r}"
+        raise TypeError(msg)
+    return value
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class TokenUsage:
-    """Token counts as the provider reported them (0 where it reported none)."""
+    """Token counts as the provider reported them (0 where it reported none).
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    cached_input_tokens: int = 0
-    reasoning_tokens: int = 0
+    Each is a whole number of at least 0; a count that is not (``"5"``, ``-1``, ``NaN``)
+    raises ``TypeError``, which makes a stream that carries one a malformed payload.
+    """
+
+    prompt_tokens: int = attrs.field(default=0, converter=_count)
+    completion_tokens: int = attrs.field(default=0, converter=_count)
+    total_tokens: int = attrs.field(default=0, converter=_count)
+    cached_input_tokens: int = attrs.field(default=0, converter=_count)
+    reasoning_tokens: int = attrs.field(default=0, converter=_count)
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         """The counts of two completions added, each by each (an agent run's total)."""

@@ -38,7 +38,7 @@ import builtins
 import email.utils
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 __all__ = [
@@ -63,7 +63,9 @@ __all__ = [
     "WorkflowError",
     "error_from_provider",
     "parse_retry_after",
+    "RedactedError",
     "redact",
+    "safe_str",
 ]
 
 #: Provider error bodies are kept for diagnosis, but never more than this many characters.
@@ -276,6 +278,38 @@ class CallbackError(InternalError):
     """A callback raised; the stream or run was aborted and ``__cause__`` is the exception."""
 
     kind = "callback"
+
+
+class RedactedError(Exception):
+    """Stands in, in an error's ``__cause__`` chain, for an exception that held a key.
+
+    Its text is the original's class and message with the key masked; the original (and
+    whatever it kept: a decoded document, a header value) is dropped.
+    """
+
+    @classmethod
+    def standing_in_for(
+        cls, exc: BaseException, redact_text: Callable[[str], str]
+    ) -> RedactedError:
+        """The stand-in for ``exc``, keeping its place in the chain."""
+        name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        new = cls(f"{name}: {redact_text(safe_str(exc))}")
+        new.__cause__ = exc.__cause__
+        new.__context__ = exc.__context__
+        new.__suppress_context__ = exc.__suppress_context__
+        return new
+
+
+def safe_str(exc: BaseException) -> str:
+    """``str(exc)``, or its class name when that is empty or raises.
+
+    The text goes into the error the caller gets; an exception whose ``__str__`` fails (a
+    half-built one, a library's bug, a caller's trick) must not stop that error existing.
+    """
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
 
 
 def redact(text: str, secrets: Iterable[str]) -> str:

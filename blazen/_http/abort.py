@@ -36,11 +36,12 @@ _local = threading.local()
 class Abort:
     """Tears one stream's connection down from any thread, even mid-``recv``."""
 
-    __slots__ = ("_lock", "_sock", "aborted", "event")
+    __slots__ = ("_handshake", "_lock", "_sock", "aborted", "event")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
+        self._handshake: Optional[socket.socket] = None
         self.aborted = False
         #: Set on abort; the worker waits on it between retries.
         self.event = threading.Event()
@@ -58,6 +59,27 @@ class Abort:
             self._sock = sock
             if self.aborted:
                 _shutdown(sock)
+
+    def attach_handshake(self, sock: socket.socket) -> None:
+        """Reach a new socket while its TLS handshake runs, until :meth:`end_handshake`.
+
+        A handshake that stalls blocks in ``recv`` like any read, and only a shutdown wakes
+        it. But wrapping a socket in TLS detaches its descriptor from the object we were
+        handed, so the abort keeps a duplicate descriptor: a shutdown through it ends the
+        one connection both name, and no recycled descriptor can be hit by mistake.
+        """
+        dup = sock.dup()
+        with self._lock:
+            self._handshake = dup
+            if self.aborted:
+                _shutdown(dup)
+
+    def end_handshake(self) -> None:
+        """The handshake is over (done or failed): close the duplicate descriptor."""
+        with self._lock:
+            dup, self._handshake = self._handshake, None
+        if dup is not None:
+            dup.close()
 
     def detach(self) -> bool:
         """Forget the socket before it goes back to the pool; False if already aborted.
@@ -77,6 +99,8 @@ class Abort:
             self.event.set()
             if self._sock is not None:
                 _shutdown(self._sock)
+            if self._handshake is not None:
+                _shutdown(self._handshake)
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -150,9 +174,11 @@ class _AbortAware:
         timeout = me.timeout if isinstance(me.timeout, (int, float)) else None
         # The same exceptions urllib3's own _new_conn raises, so requests maps them alike.
         try:
-            return _connect(
+            sock = _connect(
                 (me._dns_host, me.port), timeout, me.source_address, me.socket_options, abort
             )
+            abort.attach_handshake(sock)
+            return sock
         except socket.gaierror as exc:
             raise urllib3.exceptions.NameResolutionError(me.host, me, exc) from exc
         except socket.timeout as exc:
@@ -186,8 +212,19 @@ class _AbortAware:
         super().send(data)  # type: ignore[misc]
 
     def connect(self) -> None:
-        super().connect()  # type: ignore[misc]
         abort: Optional[Abort] = getattr(_local, "abort", None)
+        try:
+            super().connect()  # type: ignore[misc]
+        except socket.timeout as exc:
+            # The TLS handshake ran out of the connect timeout. urllib3 would report it as a
+            # read timeout, blaming a provider that never got the request.
+            me: Any = self
+            raise urllib3.exceptions.ConnectTimeoutError(
+                me, f"TLS handshake with {me.host} timed out (connect timeout={me.timeout})"
+            ) from exc
+        finally:
+            if abort is not None:
+                abort.end_handshake()
         if abort is not None:
             abort.attach(self)  # type: ignore[arg-type]
 

@@ -23,6 +23,7 @@ from ..errors import (
     ProviderError,
     TimeoutError,
     ValidationError,
+    safe_str,
 )
 
 __all__ = ["CATCH_ALL", "EXCEPTIONS", "map_exception"]
@@ -130,11 +131,13 @@ def map_exception(
     if isinstance(exc, BlazenError):
         return exc
     what = next((w for cls, w in EXCEPTIONS if isinstance(exc, cls)), "unknown")
+    text = safe_str(exc)
     err: BlazenError
     if what == "connect_timeout":
         err = TimeoutError(
             f"could not connect to {provider} at {url} within the connect timeout of "
-            f"{connect_timeout:g} s (is the server up? raise connect_timeout= if it is slow)",
+            f"{_seconds(connect_timeout)} (is the server up? raise connect_timeout= if it is "
+            "slow)",
             limit="connect",
             seconds=connect_timeout or 0.0,
             provider=provider,
@@ -142,21 +145,21 @@ def map_exception(
         )
     elif what == "read_timeout":
         err = TimeoutError(
-            f"{provider} sent nothing for {read_timeout:g} s (idle timeout); the stream was "
-            "stopped (raise idle_timeout= for slow models)",
+            f"{provider} sent nothing for {_seconds(read_timeout)} (idle timeout); the stream "
+            "was stopped (raise idle_timeout= for slow models)",
             limit="idle",
             seconds=read_timeout or 0.0,
             provider=provider,
         )
     elif what == "tls":
         err = ConnectionError(
-            f"TLS handshake with {provider} at {url} failed: {_text(exc)} (check the certificate; "
+            f"TLS handshake with {provider} at {url} failed: {text} (check the certificate; "
             "verify= can point at a CA bundle)",
             provider=provider,
         )
     elif what == "proxy":
         err = ConnectionError(
-            f"the proxy for {url} refused or failed: {_text(exc)}",
+            f"the proxy for {url} refused or failed: {text}",
             provider=provider,
             retryable=True,
         )
@@ -175,14 +178,14 @@ def map_exception(
         )
     elif what == "decoding":
         err = ProviderError(
-            f"{provider} sent a body that could not be decoded: {_text(exc)}", provider=provider
+            f"{provider} sent a body that could not be decoded: {text}", provider=provider
         )
     elif what == "redirect":
-        err = ProviderError(f"{provider} redirected too often: {_text(exc)}", provider=provider)
+        err = ProviderError(f"{provider} redirected too often: {text}", provider=provider)
     elif what == "bad_url":
-        err = ValidationError(f"the URL for {provider} cannot be used: {url} ({_text(exc)})")
+        err = ValidationError(f"the URL for {provider} cannot be used: {url} ({text})")
     else:
-        err = InternalError(f"unexpected {type(exc).__name__} talking to {provider}: {_text(exc)}")
+        err = InternalError(f"unexpected {type(exc).__name__} talking to {provider}: {text}")
     err.__cause__ = exc
     return err
 
@@ -199,16 +202,14 @@ def _reason(exc: BaseException) -> str:
         if not isinstance(inner, BaseException):
             break
         seen = inner
-    text = _text(seen)
+    text = safe_str(seen)
     # urllib3 names the connection first ("HTTPConnection(host='h', port=1): Failed to
     # ..." or "<... object at 0x...>: Failed to ..."); the reason after it is what helps.
     return _CONNECTION_PREFIX.sub("", text)
 
 
-def _text(exc: BaseException) -> str:
-    # An exception whose __str__ itself fails (a half-built one, a library bug) must still
-    # map: the error it becomes is what the caller gets, so it cannot raise here.
-    try:
-        return str(exc) or type(exc).__name__
-    except Exception:
-        return type(exc).__name__
+
+def _seconds(limit: Optional[float]) -> str:
+    # A limit of None means none was set; the socket's own timeout fired (a TLS handshake
+    # runs under the connect timeout).
+    return "its time limit" if limit is None else f"{limit:g} s"

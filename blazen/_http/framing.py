@@ -8,6 +8,7 @@ cannot grow memory without bound. An event left incomplete at end of stream is d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 
 from sseclient import SSEClient
@@ -52,15 +53,57 @@ class _CountingSource:
         self.eof = False
 
     def feed(self) -> Iterator[bytes]:
-        """The chunks, raising once the pending event passes the cap."""
+        """The chunks without a leading BOM, raising once the pending event passes the cap.
+
+        Only the bytes since the last blank line count: keep-alive comments between
+        events end with one, so a long quiet stream of pings never adds up to an "event".
+        """
         cap = self._cap
-        for chunk in self._chunks:
-            self.pending += len(chunk)
+        for chunk in _without_bom(self._chunks):
+            end = max(chunk.rfind(b"\n\n"), chunk.rfind(b"\r\n\r\n"), chunk.rfind(b"\r\r"))
+            if end < 0:
+                self.pending += len(chunk)
+            else:
+                # Blocks completed in this chunk: only when together they pass the cap is
+                # it worth measuring them one by one (a run of pings is many small blocks).
+                if self.pending + end > cap and _largest_block(self.pending, chunk[:end]) > cap:
+                    raise _too_large(self._provider, cap)
+                self.pending = len(chunk) - end
             if self.pending > cap:
                 raise _too_large(self._provider, cap)
             yield chunk
         self.eof = True
 
+
+_BLANK_LINE = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+
+
+def _largest_block(carried: int, completed: bytes) -> int:
+    """The largest of the blocks ``completed`` ends, the first one ``carried`` bytes longer."""
+    sizes = [len(block) for block in _BLANK_LINE.split(completed)]
+    sizes[0] += carried
+    return max(sizes)
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def _without_bom(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` without the UTF-8 byte order mark the SSE specification lets a stream open with.
+
+    sseclient-py would keep it as part of the first field's name, and so lose the first event.
+    """
+    it = iter(chunks)
+    head = b""
+    for chunk in it:
+        head += chunk
+        if len(head) < len(_BOM) and _BOM.startswith(head):
+            continue  # too short to tell yet
+        rest = head[len(_BOM) :] if head.startswith(_BOM) else head
+        if rest:
+            yield rest
+        break
+    yield from it
 
 def iter_sse(
     chunks: Iterable[bytes], *, provider: str, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
@@ -82,7 +125,6 @@ def iter_sse(
         if source.eof:
             # Completed only by end of stream: the blank line that ends an event never came.
             return
-        source.pending = 0
         data = event.data
         if data:
             yield event.event, data

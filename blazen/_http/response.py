@@ -6,6 +6,7 @@ layer never sees a ``requests.Response``: a change of HTTP library touches this 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from typing import Callable, Optional
 
@@ -91,25 +92,36 @@ class Response:
         except LookupError:
             return data.decode("utf-8", errors="replace")
 
-    def release(self, *, drain_timeout: float = 1.0) -> None:
+    def release(self, *, budget: float = 1.0) -> None:
         """Return a finished response's connection to the pool, or close it.
 
-        After the end signal most servers end the body at once; a server that keeps it open
-        gets its connection closed after ``drain_timeout`` rather than holding the caller.
-        A stream that was aborted meanwhile has its connection closed, never pooled.
+        After the end signal most servers end the body at once. Reading the rest is only
+        worth it to reuse the connection, so it gets ``budget`` seconds in all, however the
+        server trickles bytes; past that, or if the stream is aborted meanwhile (the
+        socket stays attached to the abort until the drain is over), the connection is
+        closed instead of pooled.
         """
         resp = self._resp
-        if not self._abort.detach():
+        if self._abort.aborted:
             resp.close()
             return
         raw = resp.raw
+        deadline = time.monotonic() + budget
         try:
             sock = raw._connection.sock if raw._connection is not None else None
             if sock is not None:
-                sock.settimeout(drain_timeout)
+                sock.settimeout(budget)
             for _ in self.iter_bytes():
-                pass
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("the drain budget is spent")
+                if sock is not None:
+                    sock.settimeout(left)
         except Exception:
+            resp.close()
+            return
+        # A pooled socket may serve another stream next: no later abort may touch it.
+        if not self._abort.detach():
             resp.close()
             return
         raw.release_conn()

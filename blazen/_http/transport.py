@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
+import weakref
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import requests
 import requests.adapters
@@ -54,24 +56,54 @@ class _NoCookies(requests.cookies.RequestsCookieJar):
         return None
 
 
+# Every transport, so that a forked child can drop what it inherited (weakly: a model that
+# is gone takes its transport with it).
+_transports: weakref.WeakSet[Transport] = weakref.WeakSet()
+
+
 class Transport:
-    """One model's connection pool. Thread-safe; re-opens itself after :meth:`close`."""
+    """One model's connection pool. Thread-safe; re-opens itself after :meth:`close`.
+
+    After ``os.fork()`` the child starts with an empty pool: a pooled socket is shared by
+    both processes, and two processes writing requests on one connection interleave them.
+    """
 
     def __init__(self, *, max_connections: int, verify: bool | str) -> None:
         self._max = max_connections
         self._verify = verify
-        self._lock = threading.Lock()
-        self._session: Optional[requests.Session] = None
         self._proxy_cache: dict[str, dict[str, str]] = {}
         self._prepared: dict[tuple[Any, ...], requests.PreparedRequest] = {}
-        # Bounds the connections in use at once; the pool keeps at most as many idle ones.
-        self._slots = threading.BoundedSemaphore(max_connections)
         self._told_full = False
+        self._fresh_state()
+        _transports.add(self)
+
+    def _fresh_state(self) -> None:
+        self._lock = threading.Lock()
+        self._session: Optional[requests.Session] = None
+        # Bounds the connections in use at once; the pool keeps at most as many idle ones.
+        self._slots = threading.BoundedSemaphore(self._max)
+
+    def forget_after_fork(self) -> None:
+        """In a forked child: drop the parent's connections without touching them.
+
+        Nothing is closed or shut down (that would end the parent's connections too); the
+        child's copies of the descriptors close when the old pool is collected. Locks and
+        slots start afresh: the threads that held them do not exist in the child.
+        """
+        self._fresh_state()
 
     @contextlib.contextmanager
-    def slot(self, abort: Abort) -> Iterator[None]:
-        """Hold one of ``max_connections`` slots; waiting for one still obeys ``abort``."""
+    def slot(
+        self, abort: Abort, waiting: Optional[Callable[[bool], None]] = None
+    ) -> Iterator[None]:
+        """Hold one of ``max_connections`` slots; waiting for one still obeys ``abort``.
+
+        ``waiting(True)`` is called when the stream has to wait for a slot and
+        ``waiting(False)`` once it has one: time spent waiting is not the provider's.
+        """
         if not self._slots.acquire(blocking=False):
+            if waiting is not None:
+                waiting(True)
             if not self._told_full:
                 # Once per model: a thread pool larger than the model's pool runs in waves.
                 self._told_full = True
@@ -81,6 +113,8 @@ class Transport:
                     self._max,
                 )
             self._wait_for_slot(abort)
+            if waiting is not None:
+                waiting(False)
         try:
             yield
         finally:
@@ -177,3 +211,12 @@ class Transport:
             local.abort = None
 
 
+
+
+def _after_fork_in_child() -> None:
+    for transport in list(_transports):
+        transport.forget_after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)

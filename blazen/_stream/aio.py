@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Optional
 
 from .._cancel import CancelToken, tokens_for
 from .._types import CompletionRequest, CompletionResponse
+from ..errors import BlazenError
+from .checks import check_reentry, start_delivering, stop_delivering
 from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
 from .events import Call, Deliver, Exit, Join, Stop, Wait, WorkerEvent
 from .worker import Run
@@ -30,6 +32,7 @@ async def complete_async(
     stream: bool = True,
 ) -> Optional[CompletionResponse]:
     """Run one request on a worker thread and deliver its events on the running loop."""
+    check_reentry(model)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[WorkerEvent] = asyncio.Queue()
 
@@ -59,6 +62,10 @@ async def complete_async(
             await loop.run_in_executor(None, run.thread.join)
 
     unsubscribe = delivery.subscribe()
+    entered = start_delivering(delivery)
+    # A chunk callback's SystemExit ends the stream like any raise, then propagates once the
+    # terminal callback has run.
+    propagate: Optional[BaseException] = None
     try:
         # Thread.start() waits for the new thread to run; hundreds of streams starting at
         # once would stall the loop for that long, so the wait happens off the loop.
@@ -83,14 +90,25 @@ async def complete_async(
                     op = steps.send(item)
                 elif isinstance(op, Deliver):
                     fn = op.fn
-                    raised: Optional[Exception] = None
+                    raised: Optional[BaseException] = None
                     for chunk in op.chunks:
+                        if delivery.cancelled:
+                            break  # cancel() has returned: not one more chunk
                         try:
                             result = fn(chunk)
                             if inspect.isawaitable(result):
                                 await result
-                        except Exception as exc:
+                        except asyncio.CancelledError as exc:
+                            if _task_cancelling():
+                                raise  # the task is being cancelled: handled below
+                            raised = exc  # the callback's own raise, like any other
+                            break
+                        except KeyboardInterrupt:
+                            raise  # Ctrl-C, wherever it lands: the stream is cancelled (below)
+                        except BaseException as exc:
                             raised = exc
+                            if isinstance(exc, SystemExit):
+                                propagate = exc
                             break
                     op = steps.send(raised)
                 elif isinstance(op, Call):
@@ -104,23 +122,45 @@ async def complete_async(
                     else:
                         assert isinstance(op, Join)
                     await wait_exit()
+                    delivery.worker_gone = True
                     op = steps.send(None)
         except StopIteration as stop:
+            if propagate is not None:
+                raise propagate from None
             response: Optional[CompletionResponse] = stop.value
             return response
-    except asyncio.CancelledError:
-        err = delivery.interrupted("cancellation of the asyncio task")
-        if err is not None:
-            # The socket is already shut down; the worker exits at once. Waiting for it
-            # here keeps the promise that no worker outlives the call.
-            await asyncio.shield(wait_exit())
-            if delivery.on_error is not None:
-                result = delivery.on_error(delivery.finish(err))
-                if inspect.isawaitable(result):
-                    await result
+        except BlazenError:
+            if propagate is not None:
+                raise propagate from None
+            raise
+    except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+        # Whenever the task is cancelled or Ctrl-C lands (a read, a callback, the worker
+        # finishing after done), the caller gets exactly one terminal before it propagates.
+        how = (
+            "cancellation of the asyncio task"
+            if isinstance(exc, asyncio.CancelledError)
+            else "Ctrl-C (KeyboardInterrupt)"
+        )
+        delivery.interrupt(how)
+        # The socket is already shut down; the worker exits at once. Waiting for it here
+        # keeps the promise that no worker outlives the call.
+        await asyncio.shield(wait_exit())
+        owed = delivery.owed()
+        if owed is not None:
+            result = owed.fn(*owed.args)
+            if inspect.isawaitable(result):
+                await result
         raise
     finally:
+        stop_delivering(entered)
         for unsub in unsubscribe:
             unsub()
         if not delivery.ended:
             run.abort.abort()
+
+
+def _task_cancelling() -> bool:
+    """Whether the running task is being cancelled (assumed so before Python 3.11)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return cancelling is None or bool(cancelling())

@@ -9,10 +9,12 @@ returns while the worker is still running.
 from __future__ import annotations
 
 import queue
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from .._cancel import CancelToken, tokens_for
 from .._types import CompletionRequest, CompletionResponse
+from ..errors import BlazenError
+from .checks import check_reentry, delivering
 from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
 from .events import Call, Deliver, Join, Stop, Wait, WorkerEvent
 from .worker import Run
@@ -33,8 +35,14 @@ def complete_blocking(
     cancel: Optional[CancelToken] = None,
     timeout: Optional[float] = None,
     stream: bool = True,
+    on_start: Optional[Callable[[Delivery], None]] = None,
 ) -> Optional[CompletionResponse]:
-    """Run one request on a worker thread and deliver its events on this thread."""
+    """Run one request on a worker thread and deliver its events on this thread.
+
+    ``on_start`` sees the stream's :class:`Delivery` before anything starts (a handle asks
+    it whether a cancel came in time).
+    """
+    check_reentry(model)
     events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
     run = Run(model, req, events.put, stream=stream)
     delivery = Delivery(
@@ -46,24 +54,28 @@ def complete_blocking(
         tokens=tokens_for(cancel),
         timeout=timeout,
     )
+    if on_start is not None:
+        on_start(delivery)
     unsubscribe = delivery.subscribe()
     run.thread.start()
     try:
-        return _drive(delivery, events)
+        with delivering(delivery):
+            return _drive(delivery, events)
     except KeyboardInterrupt:
-        err = delivery.interrupted("Ctrl-C (KeyboardInterrupt)")
-        if err is not None:
-            run.thread.join()
-            if delivery.on_error is not None:
-                delivery.on_error(delivery.finish(err))
+        # Whenever it strikes (a read, a callback, the worker finishing after done), the
+        # caller gets exactly one terminal before the interrupt propagates.
+        delivery.interrupt("Ctrl-C (KeyboardInterrupt)")
+        run.wait_exit()
+        owed = delivery.owed()
+        if owed is not None:
+            owed.fn(*owed.args)
         raise
     finally:
         for unsub in unsubscribe:
             unsub()
         if not delivery.ended:
             run.abort.abort()
-        if run.thread.is_alive():
-            run.thread.join()
+        run.wait_exit()
 
 
 def _drive(
@@ -75,6 +87,9 @@ def _drive(
     steps = delivery.steps()
     send = steps.send
     op = next(steps)
+    # A chunk callback's SystemExit ends the stream like any raise, then propagates once the
+    # terminal callback has run.
+    propagate: Optional[BaseException] = None
     try:
         while True:
             if isinstance(op, Wait):
@@ -87,12 +102,18 @@ def _drive(
                 op = send(item)
             elif isinstance(op, Deliver):
                 fn = op.fn
-                raised: Optional[Exception] = None
+                raised: Optional[BaseException] = None
                 for chunk in op.chunks:
+                    if delivery.cancelled:
+                        break  # cancel() has returned: not one more chunk
                     try:
                         fn(chunk)
-                    except Exception as exc:
+                    except KeyboardInterrupt:
+                        raise  # Ctrl-C, wherever it lands: the stream is cancelled (above)
+                    except BaseException as exc:
                         raised = exc
+                        if isinstance(exc, SystemExit):
+                            propagate = exc
                         break
                 op = send(raised)
             elif isinstance(op, Call):
@@ -103,8 +124,17 @@ def _drive(
                     run.abort.abort()
                 else:
                     assert isinstance(op, Join)
-                run.thread.join()
+                run.wait_exit()
+                delivery.worker_gone = True
                 op = send(None)
     except StopIteration as stop:
+        if propagate is not None:
+            raise propagate from None
         result: Optional[CompletionResponse] = stop.value
         return result
+    except BlazenError:
+        # No error handler: the error is raised, unless a KeyboardInterrupt or SystemExit
+        # from a callback was waiting to propagate.
+        if propagate is not None:
+            raise propagate from None
+        raise

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest
+from ..errors import ValidationError
 
-__all__ = ["check_callable", "check_controls", "check_request"]
+if TYPE_CHECKING:
+    from .delivery import Delivery
+    from .model import ChatModel
+
+__all__ = [
+    "check_callable",
+    "check_controls",
+    "check_reentry",
+    "check_request",
+    "delivering",
+    "start_delivering",
+    "stop_delivering",
+]
+
+# The streams whose callbacks the current context is running (a thread's, or an asyncio
+# task's): a stream started from inside one of their callbacks runs in the same context.
+_DELIVERING: contextvars.ContextVar[tuple[Delivery, ...]] = contextvars.ContextVar(
+    "blazen_delivering", default=()
+)
 
 
 def check_callable(name: str, fn: Any) -> None:
@@ -36,3 +58,42 @@ def check_controls(callbacks: dict[str, Any], cancel: Any, timeout: Any) -> None
     ):
         msg = f"timeout must be a positive number of seconds, got {timeout!r}"
         raise ValueError(msg)
+
+
+def check_reentry(model: ChatModel) -> None:
+    """``ValidationError`` if a stream started here could only wait for ever.
+
+    That is when every one of the model's ``max_connections`` is held by a stream whose
+    callback is running in this very context: they cannot finish until this one does.
+    Streams on other threads or tasks release theirs, so waiting for those is fine.
+    """
+    held = sum(1 for d in _DELIVERING.get() if d.model is model and not d.worker_gone)
+    limit = model.options.max_connections
+    if held >= limit:
+        msg = (
+            f"all {limit} connection(s) of this {model.provider} model are held by streams "
+            "whose callbacks are running here, so a stream started from inside one would "
+            "wait for ever; raise max_connections=, use another model, or start the stream "
+            "after the callback returns"
+        )
+        raise ValidationError(msg)
+
+
+def start_delivering(delivery: Delivery) -> contextvars.Token[tuple[Delivery, ...]]:
+    """Record ``delivery`` as running its callbacks here, until :func:`stop_delivering`."""
+    return _DELIVERING.set((*_DELIVERING.get(), delivery))
+
+
+def stop_delivering(token: contextvars.Token[tuple[Delivery, ...]]) -> None:
+    """Undo :func:`start_delivering` (in the same context)."""
+    _DELIVERING.reset(token)
+
+
+@contextlib.contextmanager
+def delivering(delivery: Delivery) -> Iterator[None]:
+    """Record ``delivery`` as running its callbacks in this context, while the block runs."""
+    token = start_delivering(delivery)
+    try:
+        yield
+    finally:
+        stop_delivering(token)

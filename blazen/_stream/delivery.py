@@ -18,13 +18,14 @@ limits, a raising chunk callback aborting the stream, and the worker gone before
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._types import CompletionResponse, StreamChunk, TokenUsage
-from ..errors import BlazenError, CallbackError, CancelledError, TimeoutError
+from ..errors import BlazenError, CallbackError, CancelledError, TimeoutError, safe_str
 from .events import (
     CANCEL,
     JOIN,
@@ -37,6 +38,7 @@ from .events import (
     Exit,
     Failed,
     Op,
+    Queued,
     Wait,
     WorkerEvent,
 )
@@ -80,14 +82,31 @@ class Delivery:
         self.idle = model.options.idle_timeout if run.stream else None
         #: A terminal event has been decided; nothing else may be delivered.
         self.ended = False
+        #: What was decided: the response, or the error (before its partial text is known).
+        self.outcome: Optional[Union[CompletionResponse, BlazenError]] = None
+        #: The terminal callback has been called (or there was none to call).
+        self.settled = False
+        #: A cancel token fired: from then on no chunk is delivered, and the stream ends
+        #: cancelled even if the worker's done is already queued behind the chunks.
+        self.cancelled = False
+        #: The cancel came before the outcome was decided, so the stream ends cancelled.
+        self.cancel_won = False
+        # Deciding the outcome and a cancel from another thread exclude each other.
+        self._deciding = threading.Lock()
+        #: The worker has exited, so it holds no connection any more (set by the driver).
+        self.worker_gone = False
 
     def subscribe(self) -> list[Callable[[], None]]:
         """Make every cancel token wake the caller; returns the unsubscribers."""
         return [t.subscribe(self._cancelled) for t in self.tokens]
 
     def _cancelled(self) -> None:
-        # Runs on whichever thread called cancel(). Wake the caller first: the abort makes
-        # the worker exit, and its EXIT must not overtake CANCEL in the caller's queue.
+        # Runs on whichever thread called cancel(), synchronously inside cancel(): once it
+        # returns no chunk may be delivered. Wake the caller first: the abort makes the
+        # worker exit, and its EXIT must not overtake CANCEL in the caller's queue.
+        with self._deciding:
+            self.cancelled = True
+            self.cancel_won = not self.ended
         self.run.post(CANCEL)
         self.run.abort.abort()
 
@@ -101,13 +120,36 @@ class Delivery:
             err.partial_reasoning = run.state.reasoning
         return self.model.scrub(err)
 
-    def interrupted(self, how: str) -> Optional[BlazenError]:
-        """The error for Ctrl-C or a cancelled task, if the stream had not ended yet."""
-        if self.ended:
-            return None
-        self.ended = True
+    def interrupt(self, how: str) -> None:
+        """Ctrl-C or a cancelled task: end the stream as cancelled unless it had ended.
+
+        The driver then waits for the worker and calls :meth:`owed`: the caller gets exactly
+        one terminal before the interrupt propagates, whatever moment it struck.
+        """
+        with self._deciding:
+            if not self.ended:
+                self.ended = True
+                self.outcome = CancelledError(f"the stream was interrupted by {how}")
         self.run.abort.abort()
-        return CancelledError(f"the stream was interrupted by {how}")
+
+    def owed(self) -> Optional[Call]:
+        """The terminal callback still owed after an interrupt (the worker has exited)."""
+        if self.settled:
+            return None
+        self.settled = True
+        outcome = self.outcome
+        if isinstance(outcome, BlazenError):
+            if self.on_error is None:
+                return None
+            return Call(self.on_error, (self.finish(outcome),))
+        if outcome is None or self.on_done is None:
+            return None
+        return Call(self.on_done, (outcome.finish_reason, outcome.usage))
+
+    def cancel_error(self) -> CancelledError:
+        """The error of a stream a cancel token ended, with the token's reason."""
+        reason = next((t.reason for t in self.tokens if t.cancelled and t.reason), "")
+        return CancelledError("the stream was cancelled" + (f": {reason}" if reason else ""))
 
     def steps(self) -> Generator[Op, Any, Optional[CompletionResponse]]:
         """The protocol; see the module docstring."""
@@ -117,9 +159,10 @@ class Delivery:
         now = time.monotonic
         start = last = now()
         end = start + total if total is not None else None
+        queued = False  # waiting for a connection: the idle limit does not run
         while True:
             wait: Optional[float] = None
-            if idle is not None:
+            if idle is not None and not queued:
                 wait = last + idle - now()
             if end is not None:
                 left = end - now()
@@ -141,9 +184,13 @@ class Delivery:
                         yield from self._callback_raised(raised)
                         return None
             elif isinstance(item, Done):
-                self.ended = True
-                yield JOIN
                 response = item.response
+                if isinstance(self._decide(response), BlazenError):
+                    # cancel() returned before this done was read: the caller asked first.
+                    yield from self._fail(self.cancel_error(), stop=True)
+                    return None
+                yield JOIN
+                self.settled = True
                 if self.on_done is not None:
                     yield Call(self.on_done, (response.finish_reason, response.usage))
                 return response
@@ -151,21 +198,38 @@ class Delivery:
                 yield from self._fail(item.error, stop=False)
                 return None
             elif isinstance(item, Cancel):
-                reason = next((t.reason for t in self.tokens if t.cancelled and t.reason), "")
-                err = CancelledError("the stream was cancelled" + (f": {reason}" if reason else ""))
-                yield from self._fail(err, stop=True)
+                yield from self._fail(self.cancel_error(), stop=True)
                 return None
             elif isinstance(item, Exit):
                 # The worker exited without a terminal event: only possible if it was
                 # aborted, which the caller would have decided. Treat as cancelled.
                 yield from self._fail(CancelledError("the stream was aborted"), stop=False)
                 return None
+            elif isinstance(item, Queued):
+                queued = item.waiting
+                last = now()
             else:  # Progress: a retry is starting, which is not being idle
                 last = now()
 
+    def _decide(
+        self, outcome: Union[CompletionResponse, BlazenError]
+    ) -> Union[CompletionResponse, BlazenError]:
+        """Fix how the stream ends: ``outcome``, unless a cancel came first."""
+        with self._deciding:
+            if not self.ended:
+                if self.cancelled and not isinstance(outcome, CancelledError):
+                    outcome = self.cancel_error()
+                self.ended = True
+                self.outcome = outcome
+            assert self.outcome is not None
+            return self.outcome
+
     def _fail(self, err: BlazenError, *, stop: bool) -> Generator[Op, Any, None]:
-        self.ended = True
+        decided = self._decide(err)
+        assert isinstance(decided, BlazenError)
+        err = decided
         yield STOP if stop else JOIN
+        self.settled = True
         err = self.finish(err)
         if self.on_error is None:
             raise err from err.__cause__
@@ -181,7 +245,9 @@ class Delivery:
             self.model.provider,
             exc_info=exc,
         )
-        err = CallbackError(f"on_chunk raised {type(exc).__name__}: {exc}; the stream was aborted")
+        err = CallbackError(
+            f"on_chunk raised {type(exc).__name__}: {safe_str(exc)}; the stream was aborted"
+        )
         err.__cause__ = exc
         yield from self._fail(err, stop=True)
         return None

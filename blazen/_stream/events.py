@@ -29,6 +29,7 @@ __all__ = [
     "Join",
     "Op",
     "Progress",
+    "Queued",
     "Stop",
     "Wait",
     "WorkerEvent",
@@ -71,6 +72,18 @@ class Progress:
     __slots__ = ()
 
 
+class Queued:
+    """The stream waits for one of the model's connections (``waiting``), or has one now.
+
+    Waiting for a connection is not the provider sending nothing: the idle limit pauses.
+    """
+
+    __slots__ = ("waiting",)
+
+    def __init__(self, waiting: bool) -> None:
+        self.waiting = waiting
+
+
 class Cancel:
     """A cancel token fired (posted by the cancelling thread, not the worker)."""
 
@@ -87,7 +100,7 @@ PROGRESS = Progress()
 CANCEL = Cancel()
 EXIT = Exit()
 
-WorkerEvent = Union[Chunks, Done, Failed, Progress, Cancel, Exit]
+WorkerEvent = Union[Chunks, Done, Failed, Progress, Queued, Cancel, Exit]
 
 
 # -- delivery protocol -> driver ------------------------------------------------------

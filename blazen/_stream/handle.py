@@ -10,7 +10,7 @@ from .._cancel import CancelToken, tokens_for
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .blocking import complete_blocking
-from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -34,6 +34,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
 
     _token: CancelToken
     _thread: threading.Thread
+    _delivery: Optional[Delivery] = None
 
     @classmethod
     def launch(
@@ -72,6 +73,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
                     on_error=record_error,
                     cancel=handle._token,
                     timeout=timeout,
+                    on_start=handle._started,
                 )
             except BaseException as exc:
                 handle.set_exception(exc)
@@ -88,12 +90,21 @@ class StreamHandle(Future):  # type: ignore[type-arg]
         handle._thread.start()
         return handle
 
+    def _started(self, delivery: Delivery) -> None:
+        self._delivery = delivery
+
     def cancel(self) -> bool:
-        """Cancel the stream. Returns False if it had already finished."""
+        """Cancel the stream; True if it will end with ``CancelledError``.
+
+        False when it had already finished, or its outcome was already decided (the
+        provider's end signal had been read, and ``on_done`` is on its way).
+        """
         if self.done():
             return False
         self._token.cancel("StreamHandle.cancel()")
-        return True
+        delivery = self._delivery
+        # Before the stream started, the cancel is seen at start: it wins.
+        return delivery is None or delivery.cancel_won
 
     def result(self, timeout: Optional[float] = None) -> CompletionResponse:
         """The response; raises the stream's error, or ``TimeoutError`` after ``timeout``."""

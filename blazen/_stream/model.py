@@ -8,13 +8,16 @@ from typing import Optional
 from .._cancel import CancelToken
 from .._http import Transport
 from .._types import CompletionRequest, CompletionResponse
-from ..errors import BlazenError, redact
+from ..errors import BlazenError, RedactedError, redact, safe_str
 from .blocking import complete_blocking
 from .checks import check_controls, check_request
 from .options import ModelOptions
 from .wire import WireFormat
 
-__all__ = ["ChatModel", "close_all_models"]
+__all__ = ["MIN_SECRET_LENGTH", "ChatModel", "close_all_models"]
+
+#: Keys shorter than this are placeholders, not secrets, and are not masked.
+MIN_SECRET_LENGTH = 8
 
 _live_models: weakref.WeakSet[ChatModel] = weakref.WeakSet()
 
@@ -38,7 +41,9 @@ class ChatModel:
         #: How requests are built and payloads read (see :class:`~.wire.WireFormat`).
         self.wire = wire
         self._options = options
-        self._secrets = tuple(s for s in secrets if s)
+        # A placeholder such as "ollama", "none" or "x" guards nothing, and masking it would
+        # rewrite honest text ("ollama" in an answer): only credential-length keys count.
+        self._secrets = tuple(s for s in secrets if len(s) >= MIN_SECRET_LENGTH)
         #: This model's pooled connections.
         self.transport = Transport(
             max_connections=options.max_connections, verify=options.verify
@@ -82,15 +87,40 @@ class ChatModel:
         return redact(text, self._secrets) if self._secrets else text
 
     def scrub(self, err: BlazenError) -> BlazenError:
-        """Mask this model's keys everywhere in ``err``, whatever path built it."""
-        if self._secrets:
-            err.message = self.redact(err.message)
-            err.args = (err.message,)
-            if err.body:
-                err.body = self.redact(err.body)
-            err.partial = self.redact(err.partial)
-            err.partial_reasoning = self.redact(err.partial_reasoning)
+        """Mask this model's keys everywhere in ``err``, whatever path built it.
+
+        Its own fields, and every exception of its ``__cause__``/``__context__`` chain: one
+        that holds a key anywhere (its text, its arguments, a field such as a decode
+        error's document) is replaced by a :class:`~blazen.errors.RedactedError` that keeps
+        its class name and masked text.
+        """
+        if not self._secrets:
+            return err
+        err.message = self.redact(err.message)
+        err.args = (err.message,)
+        for name in ("body", "error_type", "request_id"):
+            value = getattr(err, name)
+            if value:
+                setattr(err, name, self.redact(value))
+        err.partial = self.redact(err.partial)
+        err.partial_reasoning = self.redact(err.partial_reasoning)
+        node: Optional[BaseException] = err
+        seen: set[int] = set()
+        while node is not None and id(node) not in seen:
+            seen.add(id(node))
+            for link in ("__cause__", "__context__"):
+                inner = getattr(node, link)
+                if inner is not None and self._holds_secret(inner):
+                    setattr(node, link, RedactedError.standing_in_for(inner, self.redact))
+            node = node.__cause__ or node.__context__
         return err
+
+    def _holds_secret(self, exc: BaseException) -> bool:
+        try:
+            text = f"{exc!r} {safe_str(exc)} {exc.args!r} {vars(exc)!r}"
+        except Exception:
+            return True  # what cannot be read cannot be vouched for
+        return any(secret in text for secret in self._secrets)
 
     def close(self) -> None:
         """Close this model's pooled connections (it reconnects if used again)."""

@@ -10,6 +10,7 @@ import attrs
 
 from .._http import DEFAULT_MAX_EVENT_BYTES
 from .._types import immutable
+from ..errors import ValidationError
 
 __all__ = ["ModelOptions"]
 
@@ -24,6 +25,20 @@ def _timeout(name: str, value: Optional[float]) -> Optional[float]:
         msg = f"{name} must be a positive, finite number of seconds (or None), got {value}"
         raise ValueError(msg)
     return float(value)
+
+
+def _check_header(name: str, value: str) -> None:
+    # Extra headers often carry a credential: a bad one is refused by name, never shown.
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value) or value != value.strip():
+        msg = (
+            f"the value of header {name!r} has surrounding whitespace or a control character "
+            "(a newline from a file?); strip it"
+        )
+        raise ValidationError(msg)
+    # Checked without an except block, which would chain the encode error (and the value).
+    if not all(ord(ch) < 256 for ch in value):
+        msg = f"the value of header {name!r} has a character an HTTP header cannot carry"
+        raise ValidationError(msg)
 
 
 @immutable
@@ -79,6 +94,8 @@ class ModelOptions:
         ):
             msg = "headers must be a mapping of str to str"
             raise TypeError(msg)
+        for name, value in headers.items():
+            _check_header(name, value)
         values["headers"] = dict(headers)
         if not isinstance(verify, (bool, str)):
             msg = "verify must be True, False or the path of a CA bundle"

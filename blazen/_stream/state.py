@@ -151,7 +151,17 @@ class StreamState:
         name: Optional[str],
         arguments: Optional[str],
     ) -> None:
-        """Merge one tool-call fragment, keyed by ``index``, else ``id``, else the current call."""
+        """Merge one tool-call fragment, keyed by ``index``, else ``id``, else the current call.
+
+        ``TypeError`` for a fragment of the wrong type: the worker reports a malformed payload.
+        """
+        for value in (call_id, name, arguments):
+            if value is not None and type(value) is not str:
+                msg = f"a tool-call field is {type(value).__name__}, not text"
+                raise TypeError(msg)
+        if index is not None and (type(index) is not int):
+            msg = f"a tool-call index is {type(index).__name__}, not an integer"
+            raise TypeError(msg)
         call: Optional[_Call]
         if index is not None:
             call = self._by_key.get(index)
@@ -189,12 +199,20 @@ class StreamState:
         return call
 
     def emit(self, content: Optional[str], reasoning: Optional[str]) -> Optional[StreamChunk]:
-        """Record this payload's deltas; return the chunk to deliver, or None if nothing changed."""
+        """Record this payload's deltas; return the chunk to deliver, or None if nothing changed.
+
+        ``TypeError`` for a delta that is not text: the worker reports a malformed payload,
+        and no callback ever sees a number where the contract promises a string.
+        """
         if content:
+            if type(content) is not str:
+                raise TypeError(f"a text delta is {type(content).__name__}, not text")
             self._text.add(content)
         else:
             content = None
         if reasoning:
+            if type(reasoning) is not str:
+                raise TypeError(f"a reasoning delta is {type(reasoning).__name__}, not text")
             self._reasoning.add(reasoning)
         else:
             reasoning = None
@@ -243,7 +261,12 @@ class StreamState:
         return StreamChunk(tool_calls=self.tool_calls, is_final=True)
 
     def response(self) -> CompletionResponse:
-        """The assembled response."""
+        """The assembled response; ``TypeError`` if the provider's finish reason is not text."""
+        raw = self.raw_finish_reason
+        if raw is not None and type(raw) is not str:
+            raise TypeError(f"the finish reason is {type(raw).__name__}, not text")
+        if self.model is not None and type(self.model) is not str:
+            raise TypeError(f"the model name is {type(self.model).__name__}, not text")
         calls = self.tool_calls
         reasoning = self.reasoning
         return CompletionResponse(

@@ -25,9 +25,9 @@ from .._http import (
     map_exception,
     retry_delay,
 )
-from .._types import CompletionRequest, StreamChunk
+from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
-from .events import EXIT, PROGRESS, Chunks, Done, Failed, WorkerEvent
+from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
 from .state import StreamState
 from .wire import error_from_body, malformed
 
@@ -42,7 +42,17 @@ logger = logging.getLogger("blazen")
 class Run:
     """One request: its worker thread, its abort handle, and where its events go."""
 
-    __slots__ = ("abort", "delivered", "model", "put", "req", "state", "stream", "thread")
+    __slots__ = (
+        "abort",
+        "delivered",
+        "exited",
+        "model",
+        "put",
+        "req",
+        "state",
+        "stream",
+        "thread",
+    )
 
     def __init__(
         self,
@@ -61,6 +71,8 @@ class Run:
         #: Whether a chunk has been handed to the caller (after that, nothing is retried).
         self.delivered = False
         self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
+        #: Set as the worker's very last act.
+        self.exited = threading.Event()
 
     def _work(self) -> None:
         try:
@@ -71,6 +83,17 @@ class Run:
             self.post(Failed(err))
         finally:
             self.post(EXIT)
+            self.exited.set()
+
+    def wait_exit(self) -> None:
+        """Wait until the worker has exited (it must have been started).
+
+        Not ``Thread.join`` alone: a KeyboardInterrupt inside ``join`` leaves CPython sure
+        the thread has stopped while it still runs, and a second join returns at once. An
+        interrupted ``Event.wait`` can simply be waited out again.
+        """
+        self.exited.wait()
+        self.thread.join()
 
     def post(self, item: WorkerEvent) -> None:
         """Hand ``item`` to the caller; if nobody listens any more, end the stream."""
@@ -79,6 +102,9 @@ class Run:
         except RuntimeError:
             # The caller's event loop is gone: nobody is listening any more.
             self.abort.abort()
+
+    def _queued(self, waiting: bool) -> None:
+        self.post(Queued(waiting))
 
     def _attempts(self) -> None:
         model = self.model
@@ -92,7 +118,7 @@ class Run:
         while True:
             self.state = StreamState()
             try:
-                with model.transport.slot(self.abort):
+                with model.transport.slot(self.abort, self._queued):
                     self._attempt(http)
                 return
             except Exception as exc:
@@ -174,13 +200,15 @@ class Run:
                 pending.clear()
 
         try:
-            self._fold_frames(_flushing(resp.iter_bytes(), flush), pending)
+            response = self._fold_frames(_flushing(resp.iter_bytes(), flush), pending)
         finally:
             # Whatever ends the stream, the chunks parsed before it reach the caller first.
             flush()
-        post(Done(self.state.response()))
+        post(Done(response))
 
-    def _fold_frames(self, byte_chunks: Iterator[bytes], pending: list[StreamChunk]) -> None:
+    def _fold_frames(
+        self, byte_chunks: Iterator[bytes], pending: list[StreamChunk]
+    ) -> CompletionResponse:
         wire = self.model.wire
         cap = self.model.options.max_event_bytes
         frames: Any
@@ -192,13 +220,14 @@ class Run:
         fold = wire.fold
         add = pending.append
         state = self.state
+        data = ""
         for event, data in frames:
             try:
                 chunk = fold(state, event, data)
             except BlazenError:
                 raise
-            except (LookupError, TypeError, AttributeError, ValueError) as exc:
-                raise malformed(wire.provider, "unexpected shape", data) from exc
+            except _SHAPE_ERRORS as exc:
+                raise malformed(wire.provider, _what_was_wrong(exc), data) from exc
             if chunk is not None:
                 self.delivered = True
                 add(chunk)
@@ -212,7 +241,14 @@ class Run:
                 error_type="truncated",
                 retryable=True,
             )
+        # Assembled before the final chunk goes out: a value of the wrong type (a number as
+        # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
+        try:
+            response = state.response()
+        except _SHAPE_ERRORS as exc:
+            raise malformed(wire.provider, _what_was_wrong(exc), data) from exc
         add(state.final_chunk())
+        return response
 
     def _raise_for_status(self, resp: Response, status: int) -> None:
         wire = self.model.wire
@@ -245,6 +281,17 @@ class Run:
             error_type="wrong_content_type",
             body=body[:4096],
         )
+
+
+# What a payload of the wrong shape raises inside a fold: a missing key, a number where
+# text belongs, nesting deep enough to exhaust the recursion limit.
+_SHAPE_ERRORS = (LookupError, TypeError, AttributeError, ValueError, RecursionError)
+
+
+def _what_was_wrong(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return "unexpected shape"
 
 
 def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:

@@ -7,7 +7,7 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from .._stream import ChatModel, ModelOptions
-from ..errors import AuthError
+from ..errors import AuthError, ValidationError
 from .openai import OpenAIWire
 from .registry import PROVIDERS
 
@@ -19,18 +19,41 @@ def resolve_key(provider: str, api_key: str, env_vars: tuple[str, ...], *, requi
     if not isinstance(api_key, str):
         msg = f'api_key must be a string ("" reads {" or ".join(env_vars) or "nothing"})'
         raise TypeError(msg)
-    if api_key:
-        return api_key
+    if api_key.strip():
+        return _usable_key(provider, api_key, "api_key=")
     for var in env_vars:
-        value = os.environ.get(var, "").strip()
-        if value:
-            return value
+        value = os.environ.get(var, "")
+        if value.strip():
+            return _usable_key(provider, value, var)
     if required:
         raise AuthError(
             f"no API key for {provider}: pass api_key= or set {' or '.join(env_vars)}",
             provider=provider,
         )
     return ""
+
+
+def _usable_key(provider: str, key: str, source: str) -> str:
+    """``key`` without surrounding whitespace (a file's newline, a pasted space).
+
+    A key that still holds whitespace or a control character, or a character an HTTP
+    header cannot carry, is refused by name of where it came from: never by its value.
+    """
+    key = key.strip()
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in key):
+        msg = (
+            f"the API key for {provider} from {source} contains whitespace or a control "
+            "character inside it; check that it was copied whole and alone"
+        )
+        raise ValidationError(msg)
+    # Checked without an except block, which would chain the encode error (and so the key).
+    if not all(ord(ch) < 256 for ch in key):
+        msg = (
+            f"the API key for {provider} from {source} contains a character that cannot go "
+            "into an HTTP header (only Latin-1 can); check that it was copied correctly"
+        )
+        raise ValidationError(msg)
+    return key
 
 
 def env_url(base_url: Optional[str], env_vars: tuple[str, ...]) -> Optional[str]:

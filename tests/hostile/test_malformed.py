@@ -1,0 +1,173 @@
+"""Hostile and malformed bytes: a clear error or the right answer, never a crash.
+
+Each payload has the wrong JSON type somewhere a provider promises text or a count, or is
+nested past Python's recursion limit. The stream must end in one
+``on_error(ProviderError)`` of type ``malformed_payload``: never a bare TypeError, an
+InternalError, a number handed to ``on_chunk``, or an ``is_final`` chunk followed by an
+error. Framing that the SSE specification allows is read as it allows.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import blazen
+from blazen import Llm, Streaming
+from blazen.testing import Pause, Recorder, Reply, StreamServer, openai_sse, sse, sse_event
+
+from ..conftest import KEY_FOR_TESTS
+
+REQ = Llm.completion_request([Llm.user("hi")])
+
+
+def _openai(server: StreamServer, **options: object) -> blazen.ChatModel:
+    options.setdefault("max_retries", 0)
+    return blazen.Providers.openai_compat("test", server.base_url, api_key=KEY_FOR_TESTS, **options)
+
+
+def _anthropic(server: StreamServer) -> blazen.ChatModel:
+    return blazen.Providers.anthropic(
+        api_key=KEY_FOR_TESTS, base_url=server.base_url, max_retries=0
+    )
+
+
+def _delta(delta: dict, finish: object = None, **extra: object) -> dict:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+
+OPENAI_BAD = {
+    "content is a number": [_delta({"content": 5})],
+    "tool id is a number": [
+        _delta({"tool_calls": [{"index": 0, "id": 5, "function": {"name": "f", "arguments": ""}}]})
+    ],
+    "tool name is a list": [
+        _delta({"tool_calls": [{"index": 0, "id": "c", "function": {"name": ["x"]}}]})
+    ],
+    "finish_reason is a number": [_delta({"content": "hi"}), _delta({}, finish=7)],
+    "usage counts are text": [
+        _delta({"content": "hi"}, finish="stop"),
+        {"choices": [], "usage": {"prompt_tokens": "5", "completion_tokens": 6}},
+    ],
+    "usage count is negative": [
+        _delta({"content": "hi"}, finish="stop"),
+        {"choices": [], "usage": {"prompt_tokens": -1, "completion_tokens": 6}},
+    ],
+}
+
+
+def _assert_malformed(rec: Recorder) -> None:
+    assert rec.terminals == 1 and rec.kinds[-1] == "error", rec.kinds
+    err = rec.error
+    assert type(err) is blazen.ProviderError and err.error_type == "malformed_payload", repr(err)
+    assert not any(c.is_final for c in rec.chunks)
+    for chunk in rec.chunks:  # whatever was delivered is what the contract promises
+        assert chunk.content_delta is None or type(chunk.content_delta) is str
+        assert chunk.reasoning_delta is None or type(chunk.reasoning_delta) is str
+        assert all(type(c.id) is str and type(c.name) is str for c in chunk.tool_calls)
+
+
+@pytest.mark.parametrize("case", list(OPENAI_BAD))
+def test_a_wrong_json_type_is_a_malformed_payload(case):
+    with StreamServer([Reply.sse(sse(*OPENAI_BAD[case]))]) as server:
+        rec = Recorder()
+        Streaming.complete(_openai(server), REQ, rec.handler)
+    _assert_malformed(rec)
+
+
+def test_tolerated_shapes_give_the_right_answer():
+    """Arguments sent as an object become their JSON text; a non-text reasoning is dropped."""
+    call = {
+        "index": 0,
+        "id": "c",
+        "type": "function",
+        "function": {"name": "f", "arguments": {"a": 1}},
+    }
+    body = sse(
+        _delta({"reasoning_content": ["x"], "content": "hi"}),
+        _delta({"tool_calls": [call]}, finish="tool_calls"),
+    )
+    with StreamServer([Reply.sse(body)]) as server:
+        resp = Streaming.complete(_openai(server), REQ)
+    assert resp is not None and resp.content == "hi" and resp.reasoning is None
+    assert resp.tool_calls[0].arguments() == {"a": 1}
+
+
+ANTHROPIC_BAD = {
+    "text block starts with a number": {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "text", "text": 5},
+    },
+    "thinking delta is a number": {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "thinking_delta", "thinking": 7},
+    },
+    "partial_json is a number": {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "input_json_delta", "partial_json": 5},
+    },
+}
+
+
+@pytest.mark.parametrize("case", list(ANTHROPIC_BAD))
+def test_a_wrong_json_type_in_an_anthropic_stream_is_a_malformed_payload(case):
+    start = {"type": "message_start", "message": {"id": "m", "model": "c", "usage": {}}}
+    block = {
+        "type": "content_block_start",
+        "index": 0,
+        "content_block": {"type": "text", "text": ""},
+    }
+    if "partial_json" in case:
+        block["content_block"] = {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+    events = [sse_event(start, "message_start"), sse_event(block, "content_block_start")]
+    bad = ANTHROPIC_BAD[case]
+    events.append(sse_event(bad, bad["type"]))
+    with StreamServer([Reply.sse(events)]) as server:
+        rec = Recorder()
+        Streaming.complete(_anthropic(server), REQ, rec.handler)
+    _assert_malformed(rec)
+
+
+def test_json_nested_past_the_recursion_limit_is_a_malformed_payload():
+    deep = "[" * 100_000 + "]" * 100_000
+    body = [b'data: {"choices": ' + deep.encode() + b"}\n\n"]
+    with StreamServer([Reply.sse(body)]) as server:
+        rec = Recorder()
+        Streaming.complete(_openai(server), REQ, rec.handler)
+    _assert_malformed(rec)
+    assert "nested too deeply" in rec.error.message
+
+
+@pytest.mark.parametrize("split", [0, 1, 2, 3], ids=lambda n: f"bom-split-at-{n}")
+def test_a_byte_order_mark_at_the_start_of_a_stream_is_not_part_of_the_first_event(split):
+    """The SSE specification lets a stream open with a UTF-8 BOM; the first event survives."""
+    events = sse(_delta({"content": "Hel"}), _delta({"content": "lo"}, finish="stop"))
+    whole = b"\xef\xbb\xbf" + b"".join(events)
+    body = [whole[:split], whole[split:]] if split else [whole]
+    with StreamServer([Reply.sse(body)]) as server:
+        resp = Streaming.complete(_openai(server), REQ)
+    assert resp is not None and resp.content == "Hello"
+
+
+def test_keep_alives_between_events_never_add_up_to_an_oversize_event():
+    """max_event_bytes counts one event's bytes, not a long run of pings before it."""
+    events = openai_sse(["a", "b"])
+    pings = [b": ping\n\n", Pause(0.001)] * 300
+    body = [events[0], events[1], *pings, *events[2:]]
+    with StreamServer([Reply.sse(body)]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_openai(server, max_event_bytes=1024), REQ, rec.handler)
+    assert resp is not None and resp.content == "ab", rec.error
+
+
+def test_an_event_over_the_cap_is_still_refused():
+    big = json.dumps(_delta({"content": "x" * 4000}))
+    with StreamServer([Reply.sse([f"data: {big}\n\n".encode()])]) as server:
+        rec = Recorder()
+        Streaming.complete(_openai(server, max_event_bytes=1024), REQ, rec.handler)
+    assert isinstance(rec.error, blazen.ProviderError)
+    assert rec.error.error_type == "event_too_large"
