@@ -1,0 +1,248 @@
+"""A state machine mixes hostile servers with careless callers on one shared model.
+
+Each step streams once: the server behaves in one of many bad (or good) ways, the caller
+does one careless thing, through one of the three forms (blocking, asyncio, background
+handle). After every step the invariants must hold: exactly one terminal and nothing after
+it; the call returned within its deadline plus about a second; no worker thread alive; the
+key in no error, cause, traceback or log record. When the machine stops, closing the model
+leaves no extra file descriptor. Steps share the model, so what one stream leaves in the
+pool (a half-read connection, an aborted socket) is what the next one gets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+import blazen
+from blazen import CancelToken, Llm, Streaming
+from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, openai_sse, sse_event
+
+KEY = "sk-machine-0123456789abcdefQRS"
+REQ = Llm.completion_request([Llm.user("hi")])
+#: Every call gets this total timeout, so a stalling server ends every step.
+DEADLINE = 0.6
+
+
+def _events(n: int) -> list[bytes]:
+    return openai_sse([f"t{i} " for i in range(n)])
+
+
+def _server_reply(kind: str, n: int) -> Reply:
+    events = _events(n)
+    body_events, end = events[: n + 1], events[n + 1 :]  # role + n deltas; finish + [DONE]
+    if kind == "ok":
+        return Reply.sse(events)
+    if kind == "one-write":
+        return Reply.sse([b"".join(events)])
+    if kind == "trickle-after-done":
+        return Reply.sse([*events, *([b": ping\n\n", Pause(0.05)] * 40)])
+    if kind == "stall":
+        return Reply.sse([*body_events, Stall()])
+    if kind == "drop":
+        return Reply.sse([*body_events, Drop()])
+    if kind == "no-end-signal":
+        return Reply.sse(body_events, transfer="close")
+    if kind == "garbage":
+        return Reply.sse([*body_events, b"data: {not json\n\n", *end])
+    if kind == "wrong-type":
+        return Reply.sse([*body_events, b'data: {"choices":[{"delta":{"content":5}}]}\n\n'])
+    if kind == "echo-key-error-event":
+        return Reply.sse([*body_events, sse_event({"error": {"message": KEY, "type": KEY}})])
+    if kind == "echo-key-401":
+        return Reply.json({"error": {"message": f"bad {KEY}", "code": KEY}}, status=401)
+    if kind == "overloaded":
+        return Reply.json({"error": {"message": "busy"}}, status=529, headers={"retry-after": "0"})
+    if kind == "html":
+        return Reply(status=200, headers={"Content-Type": "text/html"}, body=[b"<html>hi</html>"])
+    msg = f"unknown server behaviour {kind}"
+    raise AssertionError(msg)
+
+
+SERVERS = [
+    "ok",
+    "one-write",
+    "trickle-after-done",
+    "stall",
+    "drop",
+    "no-end-signal",
+    "garbage",
+    "wrong-type",
+    "echo-key-error-event",
+    "echo-key-401",
+    "overloaded",
+    "html",
+]
+CALLERS = [
+    "nothing",
+    "raise-in-chunk",
+    "system-exit-in-chunk",
+    "cancel-in-chunk",
+    "cancel-from-thread",
+    "raise-in-terminal",
+]
+FORMS = ["blocking", "async", "background"]
+
+
+class _Boom(Exception):
+    pass
+
+
+def _workers() -> list[threading.Thread]:
+    # is_alive() can be wrong after an interrupted join: ask the interpreter as well.
+    running = sys._current_frames()
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name == "blazen-stream" and (t.is_alive() or t.ident in running)
+    ]
+
+
+def _texts(err: BaseException) -> str:
+    parts = ["".join(traceback.format_exception(type(err), err, err.__traceback__))]
+    node: BaseException | None = err
+    seen = set()
+    while node is not None and id(node) not in seen:
+        seen.add(id(node))
+        parts += [str(node), repr(node), repr(node.args), repr(vars(node))]
+        node = node.__cause__ or node.__context__
+    return "\n".join(parts)
+
+
+class _Logs(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.text: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.text.append(self.format(record))
+
+
+class HostileStreams(RuleBasedStateMachine):
+    """One model, one server, many streams, each with a misbehaving server and caller."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fds_before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else 0
+        self.server = StreamServer()
+        self.server.start()
+        self.model = blazen.Providers.openai_compat(
+            "test", self.server.base_url, api_key=KEY, max_retries=1, retry_after_cap=0.1
+        )
+        self.logs = _Logs()
+        self.logger = logging.getLogger("blazen")
+        self.level = self.logger.level
+        self.logger.addHandler(self.logs)
+        self.logger.setLevel(logging.DEBUG)
+
+    @rule(
+        server=st.sampled_from(SERVERS),
+        caller=st.sampled_from(CALLERS),
+        form=st.sampled_from(FORMS),
+        n=st.integers(min_value=1, max_value=6),
+        at=st.integers(min_value=0, max_value=4),
+    )
+    def stream(self, server: str, caller: str, form: str, n: int, at: int) -> None:
+        self.server.add(_server_reply(server, n))
+        if server == "overloaded":  # retried once: the retry gets a good answer
+            self.server.add(_server_reply("ok", n))
+        rec = Recorder()
+        token = CancelToken()
+        seen = [0]
+
+        def on_chunk(chunk: Any) -> None:
+            rec.on_chunk(chunk)
+            seen[0] += 1
+            if seen[0] == at + 1:
+                if caller == "raise-in-chunk":
+                    raise _Boom("careless callback")
+                if caller == "system-exit-in-chunk":
+                    raise SystemExit(5)
+                if caller == "cancel-in-chunk":
+                    token.cancel("from a callback")
+
+        def terminal(kind: str) -> Any:
+            def fn(*args: Any) -> None:
+                rec.handler(kind, *args)
+                if caller == "raise-in-terminal":
+                    raise _Boom(f"careless {kind}")
+
+            return fn
+
+        if caller == "cancel-from-thread":
+            threading.Timer(0.02 * at, token.cancel).start()
+        kw = {
+            "on_chunk": on_chunk,
+            "on_done": terminal("done"),
+            "on_error": terminal("error"),
+            "cancel": token,
+            "timeout": DEADLINE,
+        }
+        start = time.monotonic()
+        escaped: BaseException | None = None
+        try:
+            if form == "blocking":
+                Streaming.complete(self.model, REQ, **kw)
+            elif form == "async":
+                asyncio.run(Streaming.complete_async(self.model, REQ, **kw))
+            else:
+                handle = Streaming.start(self.model, REQ, **kw)
+                try:
+                    handle.result(timeout=10)
+                except BaseException as exc:
+                    escaped = exc
+                handle.join(10)
+        except BaseException as exc:
+            escaped = exc
+        took = time.monotonic() - start
+
+        # Exactly one terminal, and it is the last callback.
+        assert rec.kinds.count("done") + rec.kinds.count("error") == 1, (server, caller, rec.kinds)
+        assert rec.kinds[-1] in ("done", "error"), rec.kinds
+        # What escaped is what the contract lets escape.
+        if escaped is not None:
+            allowed: tuple[type[BaseException], ...] = (_Boom, SystemExit, blazen.BlazenError)
+            assert isinstance(escaped, allowed), repr(escaped)
+            assert KEY not in _texts(escaped)
+        # The deadline (plus the drain's second, plus a retry) won.
+        assert took < DEADLINE + 2.5, (server, caller, form, took)
+        if rec.kinds[-1] == "error":
+            assert KEY not in _texts(rec.events[-1][1][0])
+        assert not _workers()
+
+    @invariant()
+    def no_key_in_the_logs(self) -> None:
+        assert KEY not in "\n".join(self.logs.text)
+
+    def teardown(self) -> None:
+        self.logger.removeHandler(self.logs)
+        self.logger.setLevel(self.level)
+        self.model.close()
+        self.server.stop()
+        if self.fds_before:
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline:
+                if len(os.listdir("/proc/self/fd")) <= self.fds_before + 2:
+                    break
+                time.sleep(0.05)
+            assert len(os.listdir("/proc/self/fd")) <= self.fds_before + 2
+
+
+HostileStreams.TestCase.settings = settings(
+    max_examples=25,
+    stateful_step_count=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_hostile_streams = pytest.mark.timeout(300)(HostileStreams.TestCase)
