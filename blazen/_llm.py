@@ -7,6 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
 
+from ._json import json_copy
 from ._types import (
     ChatMessage,
     CompletionRequest,
@@ -178,7 +179,7 @@ class Llm:
             if not isinstance(response_format, dict):
                 msg = "response_format must be a dict such as {'type': 'json_object'}"
                 raise TypeError(msg)
-            response_format = json.loads(json.dumps(response_format))
+            response_format = json_copy(response_format, "response_format")
         for name, value in (("model", model), ("system", system)):
             if value is not None and not isinstance(value, str):
                 msg = f"{name} must be a string, got {type(value).__name__}"

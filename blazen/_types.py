@@ -14,6 +14,8 @@ from typing import Any, Callable, Optional, TypeVar, Union
 
 import attrs
 
+from ._json import check_schema, json_copy
+
 _C = TypeVar("_C", bound=type)
 
 
@@ -156,14 +158,6 @@ def tool_call_snapshot(call_id: str, name: str, args: ArgumentFragments) -> Tool
     return call
 
 
-def _json_copy(value: Any, what: str) -> Any:
-    try:
-        return json.loads(json.dumps(value))
-    except (TypeError, ValueError) as exc:
-        msg = f"{what} must be JSON-serialisable: {exc}"
-        raise TypeError(msg) from exc
-
-
 @immutable
 @attrs.frozen(kw_only=True, init=False, weakref_slot=False)
 class ToolDefinition:
@@ -188,7 +182,8 @@ class ToolDefinition:
             msg = f"tool parameters must be a JSON-schema dict, got {type(parameters).__name__}"
             raise TypeError(msg)
         # A copy, so that the caller changing its dict later cannot change the tool.
-        parameters = _json_copy(parameters, f"parameters of tool {name!r}")
+        parameters = json_copy(parameters, f"parameters of tool {name!r}")
+        check_schema(parameters, f"parameters of tool {name!r}")
         self.__attrs_init__(name=name, description=description, parameters=parameters)
 
 

@@ -19,7 +19,14 @@ ROOT = Path(blazen.__file__).parent
 
 #: Lowest first. A module may import from its own layer's package and from lower layers.
 LAYERS: list[tuple[str, ...]] = [
-    ("blazen._version", "blazen.errors", "blazen._types", "blazen._cancel", "blazen._llm"),
+    (
+        "blazen._version",
+        "blazen.errors",
+        "blazen._json",
+        "blazen._types",
+        "blazen._cancel",
+        "blazen._llm",
+    ),
     ("blazen._http",),
     ("blazen._stream",),
     ("blazen.providers",),

@@ -50,7 +50,7 @@ class _ChunkedBody:
     a body cut short raises ``IncompleteRead``, as http.client does.
     """
 
-    __slots__ = ("_buf", "_inner", "_left", "_read1", "_skip", "done")
+    __slots__ = ("_broken", "_buf", "_inner", "_left", "_read1", "_skip", "done")
 
     def __init__(self, inner: http.client.HTTPResponse) -> None:
         assert inner.fp is not None
@@ -59,16 +59,28 @@ class _ChunkedBody:
         self._buf = b""
         self._left = 0  # bytes of the current chunk's data still to come
         self._skip = 0  # bytes of the CRLF that ends a chunk's data still to come
+        self._broken: Optional[http.client.HTTPException] = None
         self.done = False
 
     def read(self) -> bytes:
-        """The data of every chunk in the next socket read; ``b""`` at the end of the body."""
+        """The data of every chunk in the next socket read; ``b""`` at the end of the body.
+
+        A broken framing line raises, but only after the data cut before it has been
+        returned: the text that arrived intact reaches the caller (and ``err.partial``).
+        """
+        if self._broken is not None:
+            raise self._broken
         out: list[bytes] = []
         while not out and not self.done:
             data = self._read1(_READ_SIZE)
             if not data:
                 raise http.client.IncompleteRead(b"")
-            self._cut(self._buf + data if self._buf else data, out)
+            try:
+                self._cut(self._buf + data if self._buf else data, out)
+            except http.client.HTTPException as exc:
+                if not out:
+                    raise
+                self._broken = exc
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _cut(self, buf: bytes, out: list[bytes]) -> None:

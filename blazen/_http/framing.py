@@ -8,6 +8,7 @@ cannot grow memory without bound. An event left incomplete at end of stream is d
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Iterator
 
@@ -59,8 +60,8 @@ class _CountingSource:
         events end with one, so a long quiet stream of pings never adds up to an "event".
         """
         cap = self._cap
-        for chunk in _without_bom(self._chunks):
-            end = max(chunk.rfind(b"\n\n"), chunk.rfind(b"\r\n\r\n"), chunk.rfind(b"\r\r"))
+        for chunk in _lf_lines(_without_bom(self._chunks)):
+            end = chunk.rfind(b"\n\n")
             if end < 0:
                 self.pending += len(chunk)
             else:
@@ -75,7 +76,7 @@ class _CountingSource:
         self.eof = True
 
 
-_BLANK_LINE = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_BLANK_LINE = re.compile(rb"\n\n")
 
 
 def _largest_block(carried: int, completed: bytes) -> int:
@@ -83,6 +84,26 @@ def _largest_block(carried: int, completed: bytes) -> int:
     sizes = [len(block) for block in _BLANK_LINE.split(completed)]
     sizes[0] += carried
     return max(sizes)
+
+
+def _lf_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """``chunks`` with every line ending (CRLF, CR or LF, even mixed) as LF.
+
+    The SSE specification allows all three, in any mix; sseclient-py only ends an event at
+    a blank line written with one kind, and would join an ``\\n`` line and a ``\\r\\n``
+    blank line into one event. A CR at the end of one read may pair with an LF at the
+    start of the next. Streams without CR (nearly all) pass through untouched.
+    """
+    pending_cr = False
+    for chunk in chunks:
+        if pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        pending_cr = False
+        if b"\r" in chunk:
+            pending_cr = chunk.endswith(b"\r")
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if chunk:
+            yield chunk
 
 
 _BOM = b"\xef\xbb\xbf"
@@ -155,3 +176,14 @@ def iter_ndjson(
             del buf[:begin]
         if len(buf) > max_line_bytes:
             raise _too_large(provider, max_line_bytes)
+    # A last line the server did not end with a newline is still a line when it is whole
+    # JSON (JSON Lines allows it); a fragment cut off mid-value is dropped, as an SSE event
+    # without its blank line is, and the wire format then sees no end signal.
+    tail = bytes(buf).strip()
+    if tail:
+        try:
+            text = tail.decode("utf-8")
+            json.loads(text)
+        except ValueError:
+            return
+        yield text

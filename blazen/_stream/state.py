@@ -165,6 +165,10 @@ class StreamState:
         call: Optional[_Call]
         if index is not None:
             call = self._by_key.get(index)
+            if call is not None and call_id and not call.synthetic_id and call.id != call_id:
+                # Some servers number every call 0: a new id at a known index is a new call.
+                call = self._by_key.get(call_id) or self._new_call(call_id)
+                self._by_key[index] = call
             if call is None and call_id:
                 # Some servers number calls per chunk: an id we know wins over a new index.
                 call = self._by_key.get(call_id)

@@ -177,6 +177,7 @@ def test_a_stream_started_from_a_callback_that_could_only_wait_for_ever_is_refus
     if form == "blocking":
         resp = Streaming.complete(model, REQ, on_chunk=on_chunk)
     else:
+
         async def main():
             async def inner(chunk):
                 if chunk.content_delta and not refused:

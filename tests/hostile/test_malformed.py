@@ -171,3 +171,122 @@ def test_an_event_over_the_cap_is_still_refused():
         Streaming.complete(_openai(server, max_event_bytes=1024), REQ, rec.handler)
     assert isinstance(rec.error, blazen.ProviderError)
     assert rec.error.error_type == "event_too_large"
+
+
+@pytest.mark.parametrize(
+    "ending",
+    ["lf-then-crlf", "crlf", "cr", "crlf-split-across-writes"],
+)
+def test_any_mix_of_line_endings_frames_the_events_the_spec_says(ending):
+    """LF, CRLF and CR end lines, in any mix (an LF line ended by a CRLF blank line too)."""
+    events = [
+        json.dumps(_delta({"content": "Hel"})),
+        json.dumps(_delta({"content": "lo"}, finish="stop")),
+        "[DONE]",
+    ]
+    if ending == "lf-then-crlf":
+        body = [f"data: {e}\n\r\n".encode() for e in events]
+    elif ending == "crlf":
+        body = [f"data: {e}\r\n\r\n".encode() for e in events]
+    elif ending == "cr":
+        body = [f"data: {e}\r\r".encode() for e in events]
+    else:
+        whole = b"".join(f"data: {e}\r\n\r\n".encode() for e in events)
+        cut = whole.index(b"\r\n") + 1  # between the CR and the LF
+        body = [whole[:cut], whole[cut:]]
+    with StreamServer([Reply.sse(body)]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_openai(server), REQ, rec.handler)
+    assert resp is not None and resp.content == "Hello", rec.error
+
+
+def test_a_broken_chunk_size_line_keeps_the_text_before_it_in_partial():
+    event = b'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n'
+    head = (
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    raw = head + f"{len(event):x}\r\n".encode() + event + b"\r\nzz\r\nxx\r\n"
+    with StreamServer([Reply(raw=True, body=[raw])]) as server:
+        rec = Recorder()
+        Streaming.complete(_openai(server), REQ, rec.handler, timeout=5)
+    assert isinstance(rec.error, blazen.ConnectionError)
+    assert rec.error.partial == "Hel" and rec.text == "Hel"
+
+
+def test_two_tool_calls_sharing_an_index_but_not_an_id_are_two_calls():
+    """Some compatible servers number every call 0; their ids tell the calls apart."""
+
+    def call(call_id: str, name: str, args: str) -> dict:
+        fn = {"name": name, "arguments": args}
+        return _delta(
+            {"tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": fn}]}
+        )
+
+    def more(args: str) -> dict:
+        return _delta({"tool_calls": [{"index": 0, "function": {"arguments": args}}]})
+
+    body = sse(
+        call("c1", "f", '{"a"'),
+        more(": 1}"),
+        call("c2", "g", '{"b"'),
+        more(": 2}"),
+        _delta({}, finish="tool_calls"),
+    )
+    with StreamServer([Reply.sse(body)]) as server:
+        resp = Streaming.complete(_openai(server), REQ)
+    assert resp is not None
+    assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
+        ("c1", "f", {"a": 1}),
+        ("c2", "g", {"b": 2}),
+    ]
+
+
+def test_an_ndjson_stream_whose_last_line_has_no_newline_still_ends_properly():
+    lines = [
+        {"model": "m", "message": {"role": "assistant", "content": "hi"}, "done": False},
+        {
+            "model": "m",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+        },
+    ]
+    body = "\n".join(json.dumps(line) for line in lines).encode()  # no newline at the end
+    reply = Reply(headers={"Content-Type": "application/x-ndjson"}, body=[body], transfer="close")
+    with StreamServer([reply]) as server:
+        model = blazen.Providers.ollama(base_url=server.base_url, max_retries=0)
+        resp = Streaming.complete(model, REQ)
+    assert resp is not None and resp.content == "hi" and resp.finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"type": 5},
+        {"type": "object", "required": 5},
+        {"type": "object", "properties": {"a": {"type": "strng"}}},
+        {"type": "object", "properties": {"a": 5}},
+        {"type": "object", "properties": {"a": {"type": "array", "items": {"type": []}}}},
+    ],
+    ids=["type-5", "required-5", "misspelt-type", "property-not-a-schema", "empty-type-list"],
+)
+def test_a_nonsense_tool_schema_is_refused_when_the_tool_is_built(parameters):
+    """Before anything is sent: for a hand-written tool and for a decorated function."""
+    with pytest.raises(blazen.ValidationError):
+        Llm.tool("f", "does f", parameters)
+
+    def f(a: str) -> str:
+        return a
+
+    with pytest.raises(blazen.ValidationError):
+        blazen.tool(f, parameters=parameters)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")], ids=str)
+def test_nan_or_infinity_in_a_request_is_refused_when_it_is_built(bad):
+    """JSON has no word for them: a provider would refuse the request after it was sent."""
+    schema = {"type": "object", "properties": {"a": {"type": "number", "maximum": bad}}}
+    with pytest.raises(blazen.ValidationError, match="NaN or infinity"):
+        Llm.tool("f", "", schema)
+    with pytest.raises(blazen.ValidationError, match="NaN or infinity"):
+        Llm.completion_request([Llm.user("hi")], response_format={"type": "json_schema", "x": bad})
