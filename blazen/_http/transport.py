@@ -41,12 +41,24 @@ _PREPARED_CAP = 64
 class _Adapter(requests.adapters.HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = POOLS
+        _own_pools(self.poolmanager)
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        manager.pool_classes_by_scheme = POOLS
+        _own_pools(manager)
         return manager
+
+
+def _close_pool(pool: Any) -> None:
+    pool.close()
+
+
+def _own_pools(manager: Any) -> None:
+    manager.pool_classes_by_scheme = POOLS
+    # urllib3 2 drops a pool from its manager (on clear(), or when too many hosts evict it)
+    # without closing it: its idle sockets stay open until the pool is collected, which a
+    # reference anywhere (an error's traceback) can put off for ever. Close them then.
+    manager.pools.dispose_func = _close_pool
 
 
 class _NoCookies(requests.cookies.RequestsCookieJar):

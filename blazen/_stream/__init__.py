@@ -16,7 +16,7 @@ from .model import ChatModel
 from .options import ModelOptions
 from .state import StreamState, normalise_finish_reason
 from .streaming import Streaming
-from .wire import WireFormat, error_from_body, error_from_http, malformed
+from .wire import WireFormat, error_event, error_from_body, error_from_http, malformed
 
 __all__ = [
     "ChatModel",
@@ -30,6 +30,7 @@ __all__ = [
     "check_callable",
     "check_controls",
     "check_request",
+    "error_event",
     "error_from_body",
     "error_from_http",
     "init",

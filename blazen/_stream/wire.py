@@ -16,7 +16,7 @@ from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import ProviderError, error_from_provider, parse_retry_after
 from .state import StreamState
 
-__all__ = ["WireFormat", "error_from_body", "error_from_http", "malformed"]
+__all__ = ["WireFormat", "error_event", "error_from_body", "error_from_http", "malformed"]
 
 
 class WireFormat(Protocol):
@@ -163,3 +163,19 @@ def error_from_http(
     if isinstance(payload, list) and payload:
         payload = payload[0]
     return error_from_body(provider, status, payload, headers=headers, raw=body)
+
+
+def error_event(provider: str, data: str) -> ProviderError:
+    """The error an SSE ``event: error`` reports, whatever the shape of its data.
+
+    An object is classified like an error body (``{"error": {...}}``, or the fields at the
+    top); anything else (a string, a list, text that is not JSON) is the error's message.
+    """
+    try:
+        payload: Any = json.loads(data)
+    except ValueError:
+        payload = data
+    if not isinstance(payload, dict):
+        text = payload if isinstance(payload, str) else data
+        payload = {"error": {"message": text.strip()[:500] or "no error message"}}
+    return error_from_body(provider, None, payload, raw=data)

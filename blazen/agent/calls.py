@@ -19,7 +19,7 @@ import attrs
 
 from .._cancel import CancelToken
 from .._types import ToolCall
-from ..errors import CancelledError, ValidationError
+from ..errors import CancelledError, ValidationError, safe_str
 from .results import ToolResult
 from .tools import Tool
 
@@ -112,10 +112,12 @@ def _not_run(job: Job) -> ToolResult:
 
 
 def _raised(job: Job, exc: Exception) -> ToolResult:
-    logger.warning("tool %r raised %s: %s", job.tool.name, type(exc).__name__, exc, exc_info=exc)
+    logger.warning(
+        "tool %r raised %s: %s", job.tool.name, type(exc).__name__, safe_str(exc), exc_info=exc
+    )
     return ToolResult(
         call=job.call,
-        content=f"Error: the tool {job.tool.name!r} failed: {type(exc).__name__}: {exc}",
+        content=f"Error: the tool {job.tool.name!r} failed: {type(exc).__name__}: {safe_str(exc)}",
         error=exc,
         kind="raised",
     )

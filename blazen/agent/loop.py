@@ -26,7 +26,7 @@ from .._cancel import CancelToken
 from .._llm import Llm
 from .._stream import ChatModel, Streaming
 from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
-from ..errors import BlazenError, CancelledError
+from ..errors import BlazenError, CancelledError, ToolError
 from .calls import Job, execute, execute_async, prepare
 from .results import AgentResult, ToolResult
 from .run import AgentRun, RunFailed
@@ -184,6 +184,15 @@ class Agent:
                 err = run.stream_error or CancelledError("the agent run was interrupted (Ctrl-C)")
                 on_error(err)
             raise
+        except Exception:
+            raise
+        except BaseException as exc:
+            # A tool's SystemExit (or another BaseException): the run ends with one
+            # terminal, then the exception goes on up, as the process asked.
+            run.close(failed=True)
+            if on_error is not None:
+                on_error(_stopped_by(exc))
+            raise
         finally:
             run.close(failed=error is not None)
         if error is not None:
@@ -307,6 +316,13 @@ class Agent:
                 err = run.stream_error or CancelledError("the agent run's task was cancelled")
                 await _call(on_error, err)
             raise
+        except Exception:
+            raise
+        except BaseException as exc:
+            run.close(failed=True)
+            if on_error is not None:
+                await _call(on_error, _stopped_by(exc))
+            raise
         finally:
             run.close(failed=error is not None)
         if error is not None:
@@ -395,3 +411,12 @@ async def _call(fn: Callable[..., Any], *args: Any) -> None:
     value = fn(*args)
     if inspect.isawaitable(value):
         await value
+
+
+def _stopped_by(exc: BaseException) -> ToolError:
+    """The error of a run that a tool's ``SystemExit`` (or other BaseException) ended."""
+    err = ToolError(
+        f"a tool raised {type(exc).__name__}; the agent run was stopped and it propagates"
+    )
+    err.__cause__ = exc
+    return err

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._http import HttpRequest
-from .._stream import StreamState, error_from_body, error_from_http, malformed
+from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
 from .base import call_arguments, image_source, parse_json, system_text
@@ -190,6 +190,8 @@ class AnthropicWire:
 
     def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
         """Fold one SSE event into ``state``."""
+        if event == "error":
+            raise error_event(self.provider, data)
         obj = parse_json(self.provider, data)
         kind = obj.get("type") or event
         if kind == "content_block_delta":

@@ -23,7 +23,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from .._http import HttpRequest
-from .._stream import StreamState, error_from_body, error_from_http, malformed
+from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, ValidationError, error_from_provider
 from .base import call_arguments, image_source, parse_json, system_text, tool_names
@@ -191,6 +191,8 @@ class GeminiWire:
 
     def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
         """Fold one ``GenerateContentResponse`` into ``state``."""
+        if event == "error":
+            raise error_event(self.provider, data)
         obj = parse_json(self.provider, data)
         return self._apply(state, obj, data)
 

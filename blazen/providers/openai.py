@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._http import HttpRequest
-from .._stream import StreamState, error_from_body, error_from_http, malformed
+from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError
 from .base import parse_json
@@ -155,6 +155,8 @@ class OpenAIWire:
         if not data.startswith("{") and data.strip() == "[DONE]":
             state.finished = True
             return None
+        if event == "error":
+            raise error_event(self.provider, data)
         obj = parse_json(self.provider, data)
         if obj.get("error") is not None:
             raise error_from_body(self.provider, None, obj, raw=data)

@@ -290,3 +290,21 @@ def test_nan_or_infinity_in_a_request_is_refused_when_it_is_built(bad):
         Llm.tool("f", "", schema)
     with pytest.raises(blazen.ValidationError, match="NaN or infinity"):
         Llm.completion_request([Llm.user("hi")], response_format={"type": "json_schema", "x": bad})
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    "data",
+    ['{"error": {"message": "boom"}}', '{"message": "boom"}', '"boom"', "boom", "[1, 2]", "{}"],
+)
+def test_an_sse_error_event_is_the_providers_error_whatever_its_shape(wire, data):
+    body = [b"event: error\ndata: " + data.encode() + b"\n\n"]
+    with StreamServer([Reply.sse(body)]) as server:
+        model = _openai(server) if wire == "openai" else _anthropic(server)
+        rec = Recorder()
+        Streaming.complete(model, REQ, rec.handler)
+    err = rec.error
+    assert rec.kinds == ["error"] and isinstance(err, blazen.ProviderError), repr(err)
+    assert err.error_type != "malformed_payload" and "stream error" in err.message
+    if "boom" in data:
+        assert "boom" in err.message

@@ -214,3 +214,22 @@ def test_a_handle_says_whether_its_cancel_came_in_time(server):
             ended_cancelled = True
         handle.join(10)
         assert said is ended_cancelled
+
+
+def test_a_tool_raising_system_exit_still_gives_the_agent_run_one_terminal(server):
+    """on_error(ToolError) with the SystemExit as its cause, then SystemExit goes on up."""
+    from blazen.testing import openai_tool_sse
+
+    @blazen.tool
+    def explode(x: int) -> int:
+        """Ends the process."""
+        raise SystemExit(3)
+
+    server.add(Reply.sse(openai_tool_sse([("c1", "explode", {"x": 1})])))
+    server.add(Reply.sse(openai_sse(["never reached"])))
+    terminals: list[object] = []
+    agent = blazen.Agent(_model(server), tools=[explode])
+    with pytest.raises(SystemExit):
+        agent.run("go", on_done=terminals.append, on_error=terminals.append)
+    assert len(terminals) == 1 and isinstance(terminals[0], blazen.ToolError)
+    assert isinstance(terminals[0].__cause__, SystemExit)
