@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import http.client
 import os
 import select
 import socket
@@ -229,12 +230,38 @@ class _AbortAware:
             abort.attach(self)  # type: ignore[arg-type]
 
 
+class _FinalResponse(http.client.HTTPResponse):
+    """http.client's response, passing over every interim 1xx response, not only 100.
+
+    A server may send ``103 Early Hints`` (or 102) before the real status; http.client
+    would take it for the response itself. 101 (switching protocols) is final.
+    """
+
+    def _read_status(self) -> tuple[str, int, str]:
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not 100 < status < 200 or status == 101:
+                return version, status, reason
+            _skip_headers(self.fp)
+
+
+def _skip_headers(fp: Any) -> None:
+    # The interim response's header block, up to its blank line, with http.client's limits.
+    for _ in range(http.client._MAXHEADERS + 1):  # type: ignore[attr-defined]
+        line = fp.readline(http.client._MAXLINE + 1)  # type: ignore[attr-defined]
+        if len(line) > http.client._MAXLINE:  # type: ignore[attr-defined]
+            raise http.client.LineTooLong("header line")
+        if line in (b"\r\n", b"\n", b""):
+            return
+    raise http.client.HTTPException("got more than 100 headers in an interim response")
+
+
 class _Conn(_AbortAware, HTTPConnection):
-    pass
+    response_class = _FinalResponse
 
 
 class _TLSConn(_AbortAware, HTTPSConnection):
-    pass
+    response_class = _FinalResponse
 
 
 class _PoolMixin:

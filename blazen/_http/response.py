@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Mapping
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import requests
 
@@ -54,6 +54,14 @@ class Response:
         # whatever one recv gave. urllib3 >= 2 has read1; older versions expose
         # http.client's response as _fp.
         read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw._fp.read1  # type: ignore[union-attr]
+        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
+        if encoding not in ("", "identity") and hasattr(raw, "read1"):
+            # blazen asks for identity, but a server (or a proxy) may compress the stream
+            # anyway: urllib3 decodes gzip and deflate as they arrive.
+            def read1(size: int, _read1: Any = raw.read1) -> bytes:
+                data: bytes = _read1(size, decode_content=True)
+                return data
+
         while True:
             data = read1(_READ_SIZE)
             if not data:

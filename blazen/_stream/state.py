@@ -97,7 +97,7 @@ class _Text:
 
 
 class _Call:
-    __slots__ = ("id", "name", "parts", "snapshot", "synthetic_id")
+    __slots__ = ("id", "name", "parts", "position", "synthetic_id", "touched")
 
     def __init__(self, call_id: Optional[str], number: int) -> None:
         self.synthetic_id = not call_id
@@ -105,7 +105,10 @@ class _Call:
         self.name = ""
         self.parts: list[str] = []
         #: The ToolCall for this call as it stands, until a fragment changes it.
-        self.snapshot: Optional[ToolCall] = None
+        #: Where this call stands in the snapshot.
+        self.position = number
+        #: Changed since the last snapshot was built.
+        self.touched = False
 
 
 class StreamState:
@@ -118,7 +121,9 @@ class StreamState:
         "_dirty",
         "_reasoning",
         "_snapshot",
+        "_snapshots",
         "_text",
+        "_touched",
         "finished",
         "model",
         "raw_finish_reason",
@@ -134,6 +139,10 @@ class StreamState:
         self._current: Optional[_Call] = None
         self._dirty = False
         self._snapshot: tuple[ToolCall, ...] = ()
+        # The calls' current ToolCalls, and the calls touched since the last snapshot: a
+        # delta rebuilds its own call only, and the new snapshot is one C-level copy.
+        self._snapshots: list[Optional[ToolCall]] = []
+        self._touched: list[_Call] = []
         #: The provider's end signal was seen ([DONE], message_stop, done: true, ...).
         self.finished = False
         self.raw_finish_reason: Optional[str] = None
@@ -191,13 +200,16 @@ class StreamState:
             call.name = name
         if arguments:
             call.parts.append(arguments)
-        call.snapshot = None
+        if not call.touched:
+            call.touched = True
+            self._touched.append(call)
         self._current = call
         self._dirty = True
 
     def _new_call(self, call_id: Optional[str]) -> _Call:
         call = _Call(call_id, len(self._calls))
         self._calls.append(call)
+        self._snapshots.append(None)
         if call_id:
             self._by_key[call_id] = call
         return call
@@ -223,15 +235,14 @@ class StreamState:
         if self._dirty:
             # A delta touches one call: the others keep their ToolCall from the last snapshot.
             self._dirty = False
-            snapshot = []
-            for c in self._calls:
-                tc = c.snapshot
-                if tc is None:
-                    tc = c.snapshot = tool_call_snapshot(
-                        c.id, c.name, ArgumentFragments(c.parts, len(c.parts))
-                    )
-                snapshot.append(tc)
-            self._snapshot = tuple(snapshot)
+            snapshots = self._snapshots
+            for c in self._touched:
+                c.touched = False
+                snapshots[c.position] = tool_call_snapshot(
+                    c.id, c.name, ArgumentFragments(c.parts, len(c.parts))
+                )
+            self._touched.clear()
+            self._snapshot = tuple(snapshots)  # type: ignore[arg-type]
         elif content is None and reasoning is None:
             return None
         return stream_chunk(content, reasoning, self._snapshot)

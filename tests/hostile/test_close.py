@@ -46,4 +46,3 @@ def test_model_close_closes_its_pooled_sockets_and_the_model_still_works_after()
         Streaming.complete(model, REQ, rec.handler)  # reconnects
         assert isinstance(rec.error, blazen.ProviderError)
         assert len(server.connections) == 2
-

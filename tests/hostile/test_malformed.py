@@ -308,3 +308,38 @@ def test_an_sse_error_event_is_the_providers_error_whatever_its_shape(wire, data
     assert err.error_type != "malformed_payload" and "stream error" in err.message
     if "boom" in data:
         assert "boom" in err.message
+
+
+@pytest.mark.parametrize(
+    "interim", [b"103 Early Hints\r\nLink: </a.css>; rel=preload", b"102 Processing"]
+)
+def test_interim_1xx_responses_before_the_real_one_are_passed_over(interim):
+    body = b"".join(openai_sse(["Hel", "lo"]))
+    raw = (
+        b"HTTP/1.1 " + interim + b"\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    with StreamServer([Reply(raw=True, body=[raw])]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_openai(server), REQ, rec.handler, timeout=5)
+    assert resp is not None and resp.content == "Hello", rec.error
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate"])
+def test_a_compressed_stream_is_decoded_as_it_arrives(encoding):
+    """blazen asks for identity; a server or proxy that compresses anyway is still read."""
+    import gzip
+    import zlib
+
+    plain = b"".join(openai_sse(["Hel", "lo"]))
+    packed = gzip.compress(plain) if encoding == "gzip" else zlib.compress(plain)
+    body = [packed[:10], Pause(0.01), packed[10:]]
+    reply = Reply(
+        headers={"Content-Type": "text/event-stream", "Content-Encoding": encoding}, body=body
+    )
+    with StreamServer([reply]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_openai(server), REQ, rec.handler, timeout=5)
+    assert resp is not None and resp.content == "Hello", rec.error
