@@ -11,14 +11,14 @@ in a pickle or in a log record.
 from __future__ import annotations
 
 import logging
-import pickle
-import traceback
 
 import pytest
 
 import blazen
 from blazen import Llm, Streaming
 from blazen.testing import Recorder, Reply, StreamServer, openai_sse, sse_event
+
+from .texts import everything_about
 
 KEY = "sk-hostile-0123456789abcdefXYZ"
 REQ = Llm.completion_request([Llm.user("hi")])
@@ -27,19 +27,6 @@ REQ = Llm.completion_request([Llm.user("hi")])
 def _model(server: StreamServer, key: str = KEY, **options: object) -> blazen.ChatModel:
     options.setdefault("max_retries", 0)
     return blazen.Providers.openai_compat("test", server.base_url, api_key=key, **options)
-
-
-def _everything_about(err: BaseException) -> str:
-    """Every text an error could show: its chain's str, repr, args and fields, a traceback."""
-    parts = ["".join(traceback.format_exception(type(err), err, err.__traceback__))]
-    node: BaseException | None = err
-    seen = set()
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        parts += [str(node), repr(node), repr(node.args), repr(vars(node))]
-        node = node.__cause__ or node.__context__
-    parts.append(repr(pickle.loads(pickle.dumps(err)).__dict__))
-    return "\n".join(parts)
 
 
 ECHOES = {
@@ -66,7 +53,7 @@ def test_a_key_the_server_echoes_shows_nowhere(where, caplog):
         Streaming.complete(_model(server), REQ, rec.handler)
     err = rec.error
     assert isinstance(err, blazen.BlazenError), rec.kinds
-    assert KEY not in _everything_about(err)
+    assert KEY not in everything_about(err)
     assert KEY not in caplog.text
 
 
@@ -95,7 +82,7 @@ def test_a_key_that_cannot_be_a_header_is_refused_without_being_shown(bad):
     with pytest.raises(blazen.ValidationError) as caught:
         blazen.Providers.openai(api_key=bad, base_url="http://127.0.0.1:9/v1")
     assert "api_key=" in caught.value.message
-    assert KEY[:10] not in _everything_about(caught.value)
+    assert KEY[:10] not in everything_about(caught.value)
 
 
 def test_a_header_value_with_a_newline_is_refused_by_name_not_value():
@@ -105,7 +92,7 @@ def test_a_header_value_with_a_newline_is_refused_by_name_not_value():
             api_key=KEY, base_url="http://127.0.0.1:9/v1", headers={"X-Gateway-Key": secret + "\n"}
         )
     assert "X-Gateway-Key" in caught.value.message
-    assert secret not in _everything_about(caught.value)
+    assert secret not in everything_about(caught.value)
 
 
 @pytest.mark.parametrize("placeholder", ["ollama", "none", "x"])
@@ -128,4 +115,4 @@ def test_a_real_key_in_the_answer_is_masked_in_the_error_but_not_in_the_chunks()
         rec = Recorder()
         Streaming.complete(_model(server), REQ, rec.handler)
     assert rec.chunks[0].content_delta == text
-    assert KEY not in _everything_about(rec.error) and "***" in rec.error.partial
+    assert KEY not in everything_about(rec.error) and "***" in rec.error.partial

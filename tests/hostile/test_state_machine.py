@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
 import pytest
@@ -28,6 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 import blazen
 from blazen import CancelToken, Llm, Streaming
 from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, openai_sse, sse_event
+
+from .texts import everything_about
 
 KEY = "sk-machine-0123456789abcdefQRS"
 REQ = Llm.completion_request([Llm.user("hi")])
@@ -107,17 +108,6 @@ def _workers() -> list[threading.Thread]:
         for t in threading.enumerate()
         if t.name == "blazen-stream" and (t.is_alive() or t.ident in running)
     ]
-
-
-def _texts(err: BaseException) -> str:
-    parts = ["".join(traceback.format_exception(type(err), err, err.__traceback__))]
-    node: BaseException | None = err
-    seen = set()
-    while node is not None and id(node) not in seen:
-        seen.add(id(node))
-        parts += [str(node), repr(node), repr(node.args), repr(vars(node))]
-        node = node.__cause__ or node.__context__
-    return "\n".join(parts)
 
 
 class _Logs(logging.Handler):
@@ -214,11 +204,11 @@ class HostileStreams(RuleBasedStateMachine):
         if escaped is not None:
             allowed: tuple[type[BaseException], ...] = (_Boom, SystemExit, blazen.BlazenError)
             assert isinstance(escaped, allowed), repr(escaped)
-            assert KEY not in _texts(escaped)
+            assert KEY not in everything_about(escaped)
         # The deadline (plus the drain's second, plus a retry) won.
         assert took < DEADLINE + 2.5, (server, caller, form, took)
         if rec.kinds[-1] == "error":
-            assert KEY not in _texts(rec.events[-1][1][0])
+            assert KEY not in everything_about(rec.events[-1][1][0])
         assert not _workers()
 
     @invariant()
