@@ -16,6 +16,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
@@ -133,9 +134,20 @@ class Transport:
             self._slots.release()
 
     def _wait_for_slot(self, abort: Abort) -> None:
+        start = time.monotonic()
+        told_at = 1.0  # say so after a second, then at every doubling
         while not self._slots.acquire(timeout=0.05):
             if abort.aborted:
                 raise CancelledError("the stream was cancelled while waiting for a connection")
+            waited = time.monotonic() - start
+            if waited >= told_at:
+                told_at *= 2
+                logger.info(
+                    "a stream has waited %.0f s for one of this model's %d connections "
+                    "(all are in use; raise max_connections= to run more at once)",
+                    waited,
+                    self._max,
+                )
 
     def _get_session(self) -> requests.Session:
         session = self._session

@@ -8,6 +8,7 @@ TLS handshake. A call must still return within its deadline plus about a second.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -144,6 +145,19 @@ def test_waiting_for_a_connection_is_not_the_provider_being_idle(server):
     second = Streaming.complete(model, REQ, rec.handler)
     first.join(10)
     assert rec.error is None and second is not None and second.content == "b"
+
+
+def test_a_long_wait_for_a_connection_is_logged_as_such(server, caplog):
+    events = openai_sse(["a"])
+    server.add(Reply.sse([*events[:2], Pause(1.5), *events[2:]]), Reply.sse(openai_sse(["b"])))
+    model = _model(server.base_url, max_connections=1)
+    caplog.set_level(logging.INFO, logger="blazen")
+    first = threading.Thread(target=lambda: Streaming.complete(model, REQ))
+    first.start()
+    time.sleep(0.2)
+    assert Streaming.complete(model, REQ).content == "b"
+    first.join(10)
+    assert any("waited" in r.getMessage() and "1 connections" in r.getMessage() for r in caplog.records)
 
 
 def test_a_cancel_or_the_total_timeout_ends_a_wait_for_a_connection(server):
