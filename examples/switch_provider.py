@@ -23,35 +23,24 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 import blazen
+import blazen.providers
 from blazen import Llm, Providers, Streaming
 from blazen.testing import Reply, StreamServer
 
-PROVIDERS = (
-    "openai",
-    "anthropic",
-    "gemini",
-    "ollama",
-    "azure",
-    "openrouter",
-    "groq",
-    "together",
-    "mistral",
-    "deepseek",
-    "fireworks",
-    "perplexity",
-    "xai",
-    "cohere",
-    "lm_studio",
-    "vllm",
-    "llamacpp",
+# Every provider of blazen's one registry that this demo can stand up a local replay for
+# (openai_compat needs a base URL of your own: see examples/joke.py).
+PROVIDERS = tuple(name for name in blazen.providers.PROVIDERS if name != "openai_compat")
+LOCAL = tuple(
+    name
+    for name, info in blazen.providers.PROVIDERS.items()
+    if not info.key_required and name != "openai_compat"
 )
-LOCAL = ("ollama", "lm_studio", "vllm", "llamacpp")
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 
 
 def recorded_reply(provider: str) -> tuple[Reply, str]:
     """A recorded answer in ``provider``'s wire format, and where it came from."""
-    wire = provider if provider in ("anthropic", "gemini", "ollama") else "openai"
+    wire = blazen.providers.PROVIDERS[provider].wire
     if wire == "ollama":
         path = FIXTURES / "ollama" / "text.ndjson"
         reply = Reply(headers={"Content-Type": "application/x-ndjson"}, body=[path.read_bytes()])
