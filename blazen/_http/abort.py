@@ -37,9 +37,12 @@ _local = threading.local()
 class Abort:
     """Tears one stream's connection down from any thread, even mid-``recv``."""
 
-    __slots__ = ("_handshake", "_lock", "_sock", "aborted", "event")
+    __slots__ = ("_handshake", "_lock", "_pid", "_sock", "aborted", "event")
 
     def __init__(self) -> None:
+        # A forked child inherits the parent's sockets: shutting one down there would end
+        # the parent's connection too. An abort only ever touches its own process's.
+        self._pid = os.getpid()
         self._lock = threading.Lock()
         self._sock: Optional[socket.socket] = None
         self._handshake: Optional[socket.socket] = None
@@ -98,6 +101,8 @@ class Abort:
                 return
             self.aborted = True
             self.event.set()
+            if self._pid != os.getpid():
+                return
             if self._sock is not None:
                 _shutdown(self._sock)
             if self._handshake is not None:

@@ -50,7 +50,18 @@ class _ChunkedBody:
     a body cut short raises ``IncompleteRead``, as http.client does.
     """
 
-    __slots__ = ("_broken", "_buf", "_inner", "_left", "_read1", "_skip", "done")
+    __slots__ = (
+        "_broken",
+        "_buf",
+        "_ended",
+        "_inner",
+        "_left",
+        "_read1",
+        "_skip",
+        "_trailer",
+        "before_read",
+        "done",
+    )
 
     def __init__(self, inner: http.client.HTTPResponse) -> None:
         assert inner.fp is not None
@@ -60,6 +71,10 @@ class _ChunkedBody:
         self._left = 0  # bytes of the current chunk's data still to come
         self._skip = 0  # bytes of the CRLF that ends a chunk's data still to come
         self._broken: Optional[http.client.HTTPException] = None
+        self._trailer = b""  # what followed the last chunk: trailer fields, read at the end
+        self._ended = False
+        #: Called before every socket read: the drain sets its budget here.
+        self.before_read: Optional[Callable[[], None]] = None
         self.done = False
 
     def read(self) -> bytes:
@@ -72,7 +87,7 @@ class _ChunkedBody:
             raise self._broken
         out: list[bytes] = []
         while not out and not self.done:
-            data = self._read1(_READ_SIZE)
+            data = self._read(_READ_SIZE)
             if not data:
                 raise http.client.IncompleteRead(b"")
             try:
@@ -81,7 +96,24 @@ class _ChunkedBody:
                 if not out:
                     raise
                 self._broken = exc
+        if not out:
+            self._end()
+            return b""
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _read(self, size: int) -> bytes:
+        if self.before_read is not None:
+            self.before_read()
+        return self._read1(size)
+
+    def _end(self) -> None:
+        # The trailer is read only now, after the last data went out: a server trickling
+        # trailer lines cannot hold back the answer, and the drain's budget bounds it.
+        if self._ended:
+            return
+        self._ended = True
+        _discard_trailer(self._trailer, self._read)
+        self._inner.close()
 
     def _cut(self, buf: bytes, out: list[bytes]) -> None:
         pos = 0
@@ -114,9 +146,9 @@ class _ChunkedBody:
             size = _chunk_size(buf[pos:nl])
             pos = nl + 2
             if size == 0:
-                _discard_trailer(buf[pos:], self._read1)
+                self._trailer = buf[pos:]
+                pos = end
                 self.done = True
-                self._inner.close()
                 break
             left = size
         self._buf = buf[pos:] if pos < end else b""

@@ -60,8 +60,12 @@ class _CountingSource:
         events end with one, so a long quiet stream of pings never adds up to an "event".
         """
         cap = self._cap
+        ended_lf = False  # the last read ended a line: an LF now would end an event
         for chunk in _lf_lines(_without_bom(self._chunks)):
             end = chunk.rfind(b"\n\n")
+            if end < 0 and ended_lf and chunk.startswith(b"\n"):
+                end = 0  # the blank line began in the last read
+            ended_lf = chunk.endswith(b"\n")
             if end < 0:
                 self.pending += len(chunk)
             else:

@@ -115,16 +115,24 @@ class Response:
             return
         raw = resp.raw
         deadline = time.monotonic() + budget
-        try:
-            sock = raw._connection.sock if raw._connection is not None else None
+        connection = getattr(raw, "_connection", None)
+        sock = getattr(connection, "sock", None)
+
+        def spend() -> None:
+            # Before every socket read: the budget is for the whole drain, not per read.
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the drain budget is spent")
             if sock is not None:
-                sock.settimeout(budget)
+                sock.settimeout(left)
+
+        chunked = chunked_body(resp)
+        if chunked is not None:
+            chunked.before_read = spend
+        try:
+            spend()
             for _ in self.iter_bytes():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError("the drain budget is spent")
-                if sock is not None:
-                    sock.settimeout(left)
+                spend()
         except Exception:
             resp.close()
             return

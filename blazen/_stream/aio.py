@@ -69,7 +69,9 @@ async def complete_async(
     try:
         # Thread.start() waits for the new thread to run; hundreds of streams starting at
         # once would stall the loop for that long, so the wait happens off the loop.
-        await loop.run_in_executor(None, run.thread.start)
+        # Shielded: a task cancelled while the start is still queued in the executor must
+        # not cancel the start, or no worker would ever post the EXIT it waits for.
+        await asyncio.shield(loop.run_in_executor(None, run.thread.start))
         steps = delivery.steps()
         op = next(steps)
         try:

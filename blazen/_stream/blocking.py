@@ -57,8 +57,9 @@ def complete_blocking(
     if on_start is not None:
         on_start(delivery)
     unsubscribe = delivery.subscribe()
-    run.thread.start()
     try:
+        # Inside the try: Thread.start waits for the thread, and Ctrl-C may land there.
+        run.thread.start()
         with delivering(delivery):
             return _drive(delivery, events)
     except KeyboardInterrupt:

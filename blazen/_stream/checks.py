@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
+import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +27,26 @@ __all__ = [
     "stop_delivering",
 ]
 
-# The streams whose callbacks the current context is running (a thread's, or an asyncio
-# task's): a stream started from inside one of their callbacks runs in the same context.
-_DELIVERING: contextvars.ContextVar[tuple[Delivery, ...]] = contextvars.ContextVar(
+# The streams whose callbacks the current context is running, each with its owner (the
+# asyncio task, else the thread, that runs them): a stream started from inside one of
+# their callbacks runs in the same context and on the same owner. A task spawned from a
+# callback inherits the context but not the owner: it may wait, the outer stream goes on.
+_DELIVERING: contextvars.ContextVar[tuple[tuple[Delivery, object], ...]] = contextvars.ContextVar(
     "blazen_delivering", default=()
 )
+
+
+def _owner() -> object:
+    """The asyncio task running this code, else the thread."""
+    aio = sys.modules.get("asyncio")  # never imported just to ask
+    if aio is not None:
+        try:
+            task = aio.current_task()
+        except RuntimeError:  # no running loop on this thread
+            task = None
+        if task is not None:
+            return task
+    return threading.get_ident()
 
 
 def check_callable(name: str, fn: Any) -> None:
@@ -67,7 +84,12 @@ def check_reentry(model: ChatModel) -> None:
     callback is running in this very context: they cannot finish until this one does.
     Streams on other threads or tasks release theirs, so waiting for those is fine.
     """
-    held = sum(1 for d in _DELIVERING.get() if d.model is model and not d.worker_gone)
+    me = _owner()
+    held = sum(
+        1
+        for d, owner in _DELIVERING.get()
+        if owner == me and d.model is model and not d.worker_gone
+    )
     limit = model.options.max_connections
     if held >= limit:
         msg = (
@@ -79,12 +101,14 @@ def check_reentry(model: ChatModel) -> None:
         raise ValidationError(msg)
 
 
-def start_delivering(delivery: Delivery) -> contextvars.Token[tuple[Delivery, ...]]:
+def start_delivering(
+    delivery: Delivery,
+) -> contextvars.Token[tuple[tuple[Delivery, object], ...]]:
     """Record ``delivery`` as running its callbacks here, until :func:`stop_delivering`."""
-    return _DELIVERING.set((*_DELIVERING.get(), delivery))
+    return _DELIVERING.set((*_DELIVERING.get(), (delivery, _owner())))
 
 
-def stop_delivering(token: contextvars.Token[tuple[Delivery, ...]]) -> None:
+def stop_delivering(token: contextvars.Token[tuple[tuple[Delivery, object], ...]]) -> None:
     """Undo :func:`start_delivering` (in the same context)."""
     _DELIVERING.reset(token)
 

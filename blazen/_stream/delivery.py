@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Generator
+from traceback import format_exception
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
@@ -229,8 +230,9 @@ class Delivery:
         assert isinstance(decided, BlazenError)
         err = decided
         yield STOP if stop else JOIN
-        self.settled = True
         err = self.finish(err)
+        # Settled only now: an interrupt while the error is scrubbed still finds it owed.
+        self.settled = True
         if self.on_error is None:
             raise err from err.__cause__
         yield Call(self.on_error, (err,))
@@ -239,11 +241,13 @@ class Delivery:
     def _callback_raised(self, exc: BaseException) -> Generator[Op, Any, None]:
         # Tear the connection down first, so the server stops sending at once.
         self.run.abort.abort()
+        # The traceback is logged as text the model has scrubbed: a callback's exception
+        # may quote what the server sent, key and all.
         logger.error(
-            "on_chunk raised %s; aborting the %s stream",
+            "on_chunk raised %s; aborting the %s stream\n%s",
             type(exc).__name__,
             self.model.provider,
-            exc_info=exc,
+            self.model.redact("".join(format_exception(type(exc), exc, exc.__traceback__))),
         )
         err = CallbackError(
             f"on_chunk raised {type(exc).__name__}: {safe_str(exc)}; the stream was aborted"

@@ -35,6 +35,8 @@ class StreamHandle(Future):  # type: ignore[type-arg]
     _token: CancelToken
     _thread: threading.Thread
     _delivery: Optional[Delivery] = None
+    _cancel_answer: Optional[bool] = None
+    _cancel_lock: threading.Lock
 
     @classmethod
     def launch(
@@ -50,6 +52,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
     ) -> StreamHandle:
         """Start ``req`` on a background thread (``Streaming.start`` checks the arguments)."""
         handle = cls()
+        handle._cancel_lock = threading.Lock()
         token = handle._token = CancelToken()
         # The caller's token and its ambient one (captured now: the background thread
         # starts with an empty context) both cancel this stream, with their reason.
@@ -96,15 +99,21 @@ class StreamHandle(Future):  # type: ignore[type-arg]
     def cancel(self) -> bool:
         """Cancel the stream; True if it will end with ``CancelledError``.
 
-        False when it had already finished, or its outcome was already decided (the
-        provider's end signal had been read, and ``on_done`` is on its way).
+        False when the handle has already finished (as ``Future.cancel`` says), or when the
+        outcome was already decided (the end signal had been read and ``on_done`` is on its
+        way). Callers racing each other before the end all get the same answer.
         """
+        # One answer for all callers: a second cancel() racing the first must not read the
+        # verdict before the first has made it.
         if self.done():
             return False
-        self._token.cancel("StreamHandle.cancel()")
-        delivery = self._delivery
-        # Before the stream started, the cancel is seen at start: it wins.
-        return delivery is None or delivery.cancel_won
+        with self._cancel_lock:
+            if self._cancel_answer is None:
+                self._token.cancel("StreamHandle.cancel()")
+                delivery = self._delivery
+                # Before the stream started, the cancel is seen at start: it wins.
+                self._cancel_answer = delivery is None or delivery.cancel_won
+            return self._cancel_answer
 
     def result(self, timeout: Optional[float] = None) -> CompletionResponse:
         """The response; raises the stream's error, or ``TimeoutError`` after ``timeout``."""

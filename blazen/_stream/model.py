@@ -104,15 +104,22 @@ class ChatModel:
                 setattr(err, name, self.redact(value))
         err.partial = self.redact(err.partial)
         err.partial_reasoning = self.redact(err.partial_reasoning)
-        node: Optional[BaseException] = err
+        # Every exception reachable through __cause__ and __context__, both branches.
+        stack: list[BaseException] = [err]
         seen: set[int] = set()
-        while node is not None and id(node) not in seen:
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
             seen.add(id(node))
             for link in ("__cause__", "__context__"):
                 inner = getattr(node, link)
-                if inner is not None and self._holds_secret(inner):
-                    setattr(node, link, RedactedError.standing_in_for(inner, self.redact))
-            node = node.__cause__ or node.__context__
+                if inner is None:
+                    continue
+                if self._holds_secret(inner):
+                    inner = RedactedError.standing_in_for(inner, self.redact)
+                    setattr(node, link, inner)
+                stack.append(inner)
         return err
 
     def _holds_secret(self, exc: BaseException) -> bool:

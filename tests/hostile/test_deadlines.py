@@ -216,3 +216,77 @@ def test_a_stream_started_from_on_done_is_not_refused(server):
         model, REQ, on_done=lambda *_: inner.append(Streaming.complete(model, REQ, timeout=5))
     )
     assert inner[0] is not None and inner[0].content == "b"
+
+
+def _chunked_head() -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+@pytest.mark.parametrize("trickle", ["trailer", "size-line"])
+def test_chunked_framing_trickled_after_done_cannot_hold_the_call(trickle):
+    """Trailer lines or a next chunk's size, a byte at a time: the drain's budget still wins."""
+    events = b"".join(openai_sse(["hi"]))
+    body: list[object] = [_chunked_head() + _chunk(events)]
+    if trickle == "trailer":
+        body.append(b"0\r\n")  # the last chunk: trailer fields follow, slowly
+        body += [part for _ in range(30) for part in (b"X", Pause(0.3))]
+    else:
+        body += [part for _ in range(30) for part in (b"f", Pause(0.3))]
+    with StreamServer([Reply(raw=True, body=body)]) as server:
+        rec = Recorder()
+        start = time.monotonic()
+        Streaming.complete(_model(server.base_url), REQ, rec.handler, timeout=5)
+        took = time.monotonic() - start
+    assert rec.kinds[-1] == "done" and rec.text == "hi", rec.kinds
+    assert took < 2.0, took
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_an_aborted_stream_in_a_forked_child_leaves_the_parents_connection_alone():
+    """The child inherits the parent's socket: its abort must not shut the parent's down."""
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("needs os.fork")
+    events = openai_sse([f"w{i}" for i in range(10)])
+    slow = [part for event in events for part in (event, Pause(0.05))]
+    with StreamServer([Reply.sse(slow)]) as server:
+        model = _model(server.base_url)
+        token = CancelToken()
+        rec = Recorder()
+        parent = threading.Thread(
+            target=lambda: Streaming.complete(model, REQ, rec.handler, cancel=token)
+        )
+        parent.start()
+        time.sleep(0.15)  # mid-stream
+        pid = os.fork()
+        if pid == 0:
+            token.cancel("the child's copy")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        parent.join(10)
+    assert rec.kinds[-1] == "done" and rec.text == "".join(f"w{i}" for i in range(10))
+
+
+def test_a_task_spawned_from_a_callback_may_wait_for_the_connection(server):
+    """It inherits the callback's context but runs on its own: it waits, it is not refused."""
+    events = openai_sse(["a", "b"])
+    server.add(Reply.sse([*events[:2], Pause(0.1), *events[2:]]), Reply.sse(openai_sse(["c"])))
+    model = _model(server.base_url, max_connections=1)
+    spawned: list[asyncio.Task] = []
+
+    async def main():
+        async def on_chunk(chunk):
+            if chunk.content_delta == "a":
+                spawned.append(asyncio.ensure_future(Streaming.complete_async(model, REQ)))
+
+        outer = await Streaming.complete_async(model, REQ, on_chunk=on_chunk)
+        inner = await spawned[0]
+        return outer, inner
+
+    outer, inner = asyncio.run(main())
+    assert outer.content == "ab" and inner.content == "c"

@@ -116,3 +116,25 @@ def test_a_real_key_in_the_answer_is_masked_in_the_error_but_not_in_the_chunks()
         Streaming.complete(_model(server), REQ, rec.handler)
     assert rec.chunks[0].content_delta == text
     assert KEY not in everything_about(rec.error) and "***" in rec.error.partial
+
+
+def test_a_callback_quoting_the_key_leaves_it_in_no_log_and_no_branch_of_the_chain(caplog):
+    """The callback's own exception may quote what the server said: it is logged scrubbed,
+    and a key deep in a __context__ branch of its chain is found and replaced too."""
+    caplog.set_level(logging.DEBUG, logger="blazen")
+
+    def on_chunk(chunk):
+        try:
+            try:
+                raise ValueError(f"cannot handle {chunk.content_delta!r}")
+            except ValueError as inner:
+                raise RuntimeError("while handling") from inner
+        except RuntimeError:
+            raise KeyError("lookup failed") from None
+
+    with StreamServer([Reply.sse(openai_sse([f"your key is {KEY}"]))]) as server:
+        rec = Recorder()
+        Streaming.complete(_model(server), REQ, on_chunk=on_chunk, on_error=rec.on_error)
+    assert isinstance(rec.error, blazen.CallbackError)
+    assert KEY not in everything_about(rec.error)
+    assert KEY not in caplog.text and "on_chunk raised KeyError" in caplog.text

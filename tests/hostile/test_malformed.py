@@ -343,3 +343,13 @@ def test_a_compressed_stream_is_decoded_as_it_arrives(encoding):
         rec = Recorder()
         resp = Streaming.complete(_openai(server), REQ, rec.handler, timeout=5)
     assert resp is not None and resp.content == "Hello", rec.error
+
+
+def test_an_event_whose_blank_line_comes_in_its_own_write_still_ends_there():
+    """max_event_bytes counts one event even when the line that ends it is a separate write."""
+    events = [e[:-1] for e in openai_sse([f"part {i} " for i in range(40)])]  # drop one "\n"
+    body = [part for event in events for part in (event, Pause(0.001), b"\n")]
+    with StreamServer([Reply.sse(body)]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_openai(server, max_event_bytes=1024), REQ, rec.handler)
+    assert resp is not None and resp.content.startswith("part 0 "), rec.error

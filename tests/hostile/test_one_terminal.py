@@ -233,3 +233,52 @@ def test_a_tool_raising_system_exit_still_gives_the_agent_run_one_terminal(serve
         agent.run("go", on_done=terminals.append, on_error=terminals.append)
     assert len(terminals) == 1 and isinstance(terminals[0], blazen.ToolError)
     assert isinstance(terminals[0].__cause__, SystemExit)
+
+
+def test_concurrent_cancels_of_a_handle_all_get_the_same_answer(server):
+    import threading
+
+    model = _model(server)
+    for _ in range(30):
+        server.add(Reply.sse([*openai_sse(["a"])[:2], Stall()]))
+        handle = Streaming.start(model, REQ, on_chunk=lambda c: None)
+        time.sleep(0.005)
+        barrier = threading.Barrier(3)
+        answers: list[bool] = []
+
+        def cancel(handle=handle, barrier=barrier, answers=answers) -> None:
+            barrier.wait()
+            answers.append(handle.cancel())
+
+        threads = [threading.Thread(target=cancel) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        with pytest.raises(blazen.CancelledError):
+            handle.result(timeout=10)
+        # Racing callers agree, except one that only arrived once the handle had finished.
+        assert True in answers and all(a or handle.done() for a in answers)
+
+
+def test_cancelling_a_task_whose_worker_has_not_started_yet_still_ends_it(server):
+    """The default executor is busy: the worker's start is queued when the task is cancelled."""
+    import concurrent.futures
+
+    async def main() -> list[Recorder]:
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
+        blocker = loop.run_in_executor(None, time.sleep, 0.5)  # holds the only executor thread
+        model = _model(server)
+        server.add(Reply.sse(openai_sse(["a"])))
+        rec = Recorder()
+        task = asyncio.ensure_future(Streaming.complete_async(model, REQ, rec.handler))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+        await blocker
+        return [rec]
+
+    (rec,) = asyncio.run(main())
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
