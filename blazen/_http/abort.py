@@ -243,11 +243,18 @@ class _FinalResponse(http.client.HTTPResponse):
     """
 
     def _read_status(self) -> tuple[str, int, str]:
-        while True:
+        # A bounded number: a server sending interim responses for ever never answers.
+        for _ in range(_MAX_INTERIM):
             version, status, reason = super()._read_status()  # type: ignore[misc]
             if not 100 < status < 200 or status == 101:
                 return version, status, reason
             _skip_headers(self.fp)
+        raise http.client.HTTPException(
+            f"more than {_MAX_INTERIM} interim (1xx) responses and no real one"
+        )
+
+
+_MAX_INTERIM = 32
 
 
 def _skip_headers(fp: Any) -> None:

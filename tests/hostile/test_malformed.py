@@ -353,3 +353,11 @@ def test_an_event_whose_blank_line_comes_in_its_own_write_still_ends_there():
         rec = Recorder()
         resp = Streaming.complete(_openai(server, max_event_bytes=1024), REQ, rec.handler)
     assert resp is not None and resp.content.startswith("part 0 "), rec.error
+
+
+def test_endless_interim_responses_end_in_an_error_not_a_wait():
+    interim = b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n"
+    with StreamServer([Reply(raw=True, body=[interim * 200])]) as server:
+        rec = Recorder()
+        Streaming.complete(_openai(server), REQ, rec.handler, timeout=5)
+    assert isinstance(rec.error, blazen.ConnectionError) and "interim" in rec.error.message
