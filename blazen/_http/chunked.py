@@ -7,40 +7,36 @@ providers send one event per chunk, so that costs more per event than the event'
 from __future__ import annotations
 
 import http.client
-import weakref
 from typing import Callable, Optional
 
 import requests
 
-__all__ = ["chunked_body"]
+__all__ = ["ChunkedBody", "chunked_body"]
 
 _READ_SIZE = 65536
 _MAX_LINE = 65536
 
 
-# One reader per response, so that release() drains from where the stream stopped reading.
-_chunked_bodies: weakref.WeakKeyDictionary[http.client.HTTPResponse, _ChunkedBody] = (
-    weakref.WeakKeyDictionary()
-)
+def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
+    """A reader for ``resp``'s chunked body, if it has one that http.client has not started.
 
-
-def chunked_body(resp: requests.Response) -> Optional[_ChunkedBody]:
+    Call it once per response and keep the reader with the response (no map from responses
+    to readers: a weak map whose value holds its key never lets an entry go).
+    """
     inner = getattr(resp.raw, "_fp", None)
     if not isinstance(inner, http.client.HTTPResponse):
         return None
-    body = _chunked_bodies.get(inner)
     if (
-        body is None
-        and inner.chunked
+        inner.chunked
         and inner.chunk_left is None  # http.client has read none of the body
         and inner.fp is not None
         and resp.headers.get("Content-Encoding", "identity").lower() == "identity"
     ):
-        body = _chunked_bodies[inner] = _ChunkedBody(inner)
-    return body
+        return ChunkedBody(inner)
+    return None
 
 
-class _ChunkedBody:
+class ChunkedBody:
     """The data of a chunked body, one piece per socket read however many chunks it holds.
 
     http.client returns one chunk per ``read1`` and parses each size line with ``readline``;

@@ -14,7 +14,7 @@ import requests
 
 from ..errors import ProviderError
 from .abort import Abort
-from .chunked import chunked_body
+from .chunked import ChunkedBody, chunked_body
 
 __all__ = ["Response"]
 
@@ -25,11 +25,14 @@ _ERROR_BODY_CAP = 64 * 1024
 class Response:
     """One HTTP response whose status and headers have arrived; the body is still unread."""
 
-    __slots__ = ("_abort", "_resp", "headers", "status")
+    __slots__ = ("_abort", "_chunked", "_resp", "headers", "status")
 
     def __init__(self, resp: requests.Response, abort: Abort) -> None:
         self._resp = resp
         self._abort = abort
+        # The chunked-body reader, made on first read and kept for the drain: it lives and
+        # dies with this response.
+        self._chunked: Optional[ChunkedBody] = None
         self.status: int = resp.status_code
         #: Case-insensitive, as HTTP header names are.
         self.headers: Mapping[str, str] = resp.headers
@@ -43,7 +46,7 @@ class Response:
         """Yield body bytes as soon as the socket has any, chunked or close-delimited."""
         resp = self._resp
         raw = resp.raw
-        chunked = chunked_body(resp)
+        chunked = self._chunked_body()
         if chunked is not None:
             while True:
                 data = chunked.read()
@@ -67,6 +70,11 @@ class Response:
             if not data:
                 return
             yield data
+
+    def _chunked_body(self) -> Optional[ChunkedBody]:
+        if self._chunked is None:
+            self._chunked = chunked_body(self._resp)
+        return self._chunked
 
     def read_body(self, cap: int, provider: str) -> str:
         """The whole (non-streamed) body as text, refusing one larger than ``cap``."""
@@ -126,7 +134,7 @@ class Response:
             if sock is not None:
                 sock.settimeout(left)
 
-        chunked = chunked_body(resp)
+        chunked = self._chunked_body()
         if chunked is not None:
             chunked.before_read = spend
         try:

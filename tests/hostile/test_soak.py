@@ -1,0 +1,85 @@
+"""Flat for a worker's lifetime: what a finished stream used is gone after a collection.
+
+A process that streams for weeks must not keep anything per stream. This soak runs a few
+thousand streams through one shared model, from several threads, asyncio and background
+handles, with errors and cancels mixed in, then takes a census of live objects after a full
+garbage collection: no HTTP response, reader, worker, chunk or callback object of a finished
+stream may survive beyond what the connection pool holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import http.client
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+import blazen
+from blazen import CancelToken, Llm, Streaming
+from blazen.testing import Reply, StreamServer, openai_sse
+
+from ..conftest import KEY_FOR_TESTS
+
+REQ = Llm.completion_request([Llm.user("hi")])
+WATCHED = (
+    "HTTPResponse",  # http.client's and urllib3's
+    "Response",  # requests' and blazen's
+    "_ChunkedBody",
+    "Run",
+    "Delivery",
+    "StreamChunk",
+    "Abort",
+    "StreamHandle",
+    "Thread",
+)
+
+
+def _census() -> Counter[str]:
+    gc.collect()
+    gc.collect()
+    return Counter(type(o).__name__ for o in gc.get_objects() if type(o).__name__ in WATCHED)
+
+
+def _streams(model: blazen.ChatModel, n: int) -> None:
+    def blocking(i: int) -> None:
+        token = CancelToken()
+        if i % 7 == 0:
+            token.cancel("soak")
+        Streaming.complete(
+            model, REQ, on_chunk=lambda c: None, on_error=lambda e: None, cancel=token
+        )
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(blocking, range(n)))
+
+    async def many() -> None:
+        for _ in range(n // 4):
+            await Streaming.complete_async(model, REQ, on_error=lambda e: None)
+
+    asyncio.run(many())
+    for _ in range(n // 4):
+        handle = Streaming.start(model, REQ, on_error=lambda e: None)
+        handle.join(10)
+
+
+def test_a_few_thousand_streams_leave_nothing_behind():
+    replies = Reply.sse(openai_sse(["a", "b", "c"]))
+    with StreamServer([], default=replies) as server:
+        model = blazen.Providers.openai_compat(
+            "test", server.base_url, api_key=KEY_FOR_TESTS, max_retries=0, max_connections=4
+        )
+        _streams(model, 200)  # warm-up: pools, caches, lazily loaded modules
+        before = _census()
+        threads_before = threading.active_count()
+        _streams(model, 1600)
+        after = _census()
+        grown = {k: after[k] - before[k] for k in WATCHED if after[k] - before[k] > 4}
+        assert grown == {}, grown
+        assert threading.active_count() <= threads_before
+        model.close()
+    # Nothing of the model's streams outlives the model's close.
+    left = _census()
+    assert left["_ChunkedBody"] == 0
+    assert sum(1 for o in gc.get_objects() if isinstance(o, http.client.HTTPResponse)) <= 4
