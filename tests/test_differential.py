@@ -46,20 +46,25 @@ def blazen_reads(provider: str, name: str) -> tuple[Any, Any]:
 
 def openai_reads(provider: str, name: str) -> Any:
     """The openai SDK's accumulated snapshot (its stream helper's own state)."""
-    with StreamServer([_reply(provider, name)]) as server:
-        client = openai.OpenAI(api_key="k", base_url=server.base_url, max_retries=0)
-        with client.chat.completions.stream(model="m", messages=MESSAGES) as stream:
-            for _ in stream:
-                pass
-            return stream.current_completion_snapshot
+    # The client is closed too: its pooled sockets must not be left for the collector.
+    with (
+        StreamServer([_reply(provider, name)]) as server,
+        openai.OpenAI(api_key="k", base_url=server.base_url, max_retries=0) as client,
+        client.chat.completions.stream(model="m", messages=MESSAGES) as stream,
+    ):
+        for _ in stream:
+            pass
+        return stream.current_completion_snapshot
 
 
 def anthropic_reads(name: str) -> Any:
     """The anthropic SDK's final message (built by its accumulate_event)."""
-    with StreamServer([_reply("anthropic", name)]) as server:
-        client = anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0)
-        with client.messages.stream(model="m", max_tokens=10, messages=MESSAGES) as stream:
-            return stream.get_final_message()
+    with (
+        StreamServer([_reply("anthropic", name)]) as server,
+        anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0) as client,
+        client.messages.stream(model="m", max_tokens=10, messages=MESSAGES) as stream,
+    ):
+        return stream.get_final_message()
 
 
 # -- openai ------------------------------------------------------------------------------
