@@ -77,19 +77,26 @@ def silent_tls() -> Iterator[str]:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
+    listener.settimeout(0.05)  # closing a listener does not wake a blocked accept(): poll
     held: list[socket.socket] = []
+    stop = threading.Event()
 
     def accept() -> None:
-        while True:
+        while not stop.is_set():
             try:
                 held.append(listener.accept()[0])
+            except socket.timeout:
+                continue
             except OSError:
                 return
 
-    threading.Thread(target=accept, daemon=True).start()
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
     try:
         yield f"https://127.0.0.1:{listener.getsockname()[1]}/v1"
     finally:
+        stop.set()
+        thread.join(5)
         listener.close()
         for conn in held:
             conn.close()
