@@ -22,6 +22,7 @@ from ._types import (
     TextPart,
     TokenUsage,
     ToolCall,
+    ToolCalls,
     ToolDefinition,
 )
 from ._version import __version__
@@ -89,6 +90,7 @@ __all__ = [
     "TokenUsage",
     "Tool",
     "ToolCall",
+    "ToolCalls",
     "ToolDefinition",
     "ToolError",
     "ToolResult",

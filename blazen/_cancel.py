@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Callable, Optional
 
-__all__ = ["CancelToken", "ambient_token", "cancel_scope", "tokens_for"]
+__all__ = ["CancelToken", "ambient_token", "ambient_tokens", "cancel_scope", "tokens_for"]
 
 
 class CancelToken:
@@ -68,22 +68,35 @@ class CancelToken:
         return f"CancelToken(cancelled={self._cancelled})"
 
 
-# A token that streams started in this context obey even when none is passed: workflows
-# set it around their steps so their time budget reaches the streams inside them.
-_AMBIENT: contextvars.ContextVar[Optional[CancelToken]] = contextvars.ContextVar(
-    "blazen_cancel", default=None
+# The tokens that streams started in this context obey even when none is passed, outermost
+# first: workflows set one around their steps so their time budget reaches the streams
+# inside them, and a step's own scope nests inside it rather than hiding it.
+_AMBIENT: contextvars.ContextVar[tuple[CancelToken, ...]] = contextvars.ContextVar(
+    "blazen_cancel", default=()
 )
 
 
 def ambient_token() -> Optional[CancelToken]:
     """The token set by the innermost :func:`cancel_scope`, if any."""
+    ambient = _AMBIENT.get()
+    return ambient[-1] if ambient else None
+
+
+def ambient_tokens() -> tuple[CancelToken, ...]:
+    """The tokens of every enclosing :func:`cancel_scope`, outermost first."""
     return _AMBIENT.get()
 
 
 @contextlib.contextmanager
 def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
-    """Make ``token`` cancel every stream started inside this block (on this context)."""
-    reset = _AMBIENT.set(token)
+    """Make ``token`` cancel every stream started inside this block (on this context).
+
+    Scopes nest: a stream obeys every enclosing scope's token, and its own ``cancel=``.
+    """
+    if not isinstance(token, CancelToken):
+        msg = f"cancel_scope needs a blazen.CancelToken, got {type(token).__name__}"
+        raise TypeError(msg)
+    reset = _AMBIENT.set((*_AMBIENT.get(), token))
     try:
         yield token
     finally:
@@ -91,6 +104,10 @@ def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
 
 
 def tokens_for(cancel: Optional[CancelToken]) -> list[CancelToken]:
-    """The explicit token and the ambient one (a workflow's budget), without duplicates."""
+    """The explicit token and every ambient one (a workflow's budget), without duplicates."""
     ambient = _AMBIENT.get()
-    return [t for t in (cancel, ambient if ambient is not cancel else None) if t is not None]
+    if not ambient:  # the common case: no scope at all
+        return [] if cancel is None else [cancel]
+    tokens = [] if cancel is None else [cancel]
+    tokens += [t for t in ambient if all(t is not seen for seen in tokens)]
+    return tokens

@@ -13,7 +13,7 @@ import blazen
 from blazen import Streaming
 from blazen.testing import Pause, Recorder, Reply, Stall, openai_sse
 
-from .conftest import sse_reply
+from .conftest import sse_reply, thread_count
 
 KEY = "sk-test-SECRET-0123456789"
 
@@ -230,10 +230,10 @@ def test_programming_mistakes_raise_before_anything_starts(server, model, req, a
     a = list(args)
     a[0] = model if a[0] is None else a[0]
     a[1] = req if a[1] is None else a[1]
-    before = threading.active_count()
+    before = thread_count()
     with pytest.raises(exc):
         Streaming.complete(*a, **kwargs)
-    assert server.requests == [] and threading.active_count() == before
+    assert server.requests == [] and thread_count() == before
 
 
 def test_init_and_shutdown_are_idempotent_and_shutdown_closes_pooled_connections(

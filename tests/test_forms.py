@@ -15,7 +15,7 @@ import blazen
 from blazen import Llm, Streaming
 from blazen.testing import Pause, Recorder, Reply, Stall, StreamServer, openai_sse
 
-from .conftest import KEY_FOR_TESTS, sse_reply
+from .conftest import KEY_FOR_TESTS, sse_reply, thread_count
 
 TEXT = "Why did the scarecrow win an award?"
 
@@ -207,7 +207,7 @@ def test_200_concurrent_async_streams_never_block_the_loop(req):
 
 def test_200_concurrent_streams_in_a_thread_pool_share_one_model(req):
     """200 streams from a ThreadPoolExecutor: right text, one terminal each, nothing left over."""
-    threads_before = threading.active_count()
+    threads_before = thread_count()
     with StreamServer(default=paced(["x", "y", "z"], pause=0.005)) as server:
         model = blazen.Providers.openai_compat("test", server.base_url, max_connections=64)
 
@@ -223,9 +223,9 @@ def test_200_concurrent_streams_in_a_thread_pool_share_one_model(req):
         model.close()
         assert server.wait_closed(2.0)
     deadline = time.monotonic() + 2
-    while threading.active_count() > threads_before and time.monotonic() < deadline:
+    while thread_count() > threads_before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert threading.active_count() == threads_before
+    assert thread_count() == threads_before
 
 
 def test_max_connections_bounds_the_connections_in_use(req, caplog):

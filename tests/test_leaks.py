@@ -10,7 +10,7 @@ import blazen
 from blazen import Streaming
 from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, openai_sse, sse_event
 
-from .conftest import fixture_bytes
+from .conftest import fixture_bytes, thread_count
 
 
 def open_fds() -> int:
@@ -34,7 +34,7 @@ def test_300_streams_ending_every_way_leave_no_thread_or_socket_behind(req, monk
         ("dropped", Reply.sse([*first, b"data: {", Drop()])),
         ("keepalive_only", Reply.sse([b": ka\n\n", Pause(0.01)] * 100)),
     ]
-    threads_before = threading.active_count()
+    threads_before = thread_count()
     with StreamServer() as server:
         fds_before = open_fds()
         model = blazen.Providers.openai_compat(
@@ -68,6 +68,6 @@ def test_300_streams_ending_every_way_leave_no_thread_or_socket_behind(req, monk
         assert server.wait_closed(2.0)
         assert open_fds() <= fds_before
     deadline = time.monotonic() + 2
-    while threading.active_count() > threads_before and time.monotonic() < deadline:
+    while thread_count() > threads_before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert threading.active_count() == threads_before
+    assert thread_count() == threads_before

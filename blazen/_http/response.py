@@ -13,10 +13,12 @@ from typing import Any, Callable, Optional
 import requests
 
 from ..errors import ProviderError
+from ..errors import TimeoutError as BlazenTimeoutError
 from .abort import Abort
 from .chunked import ChunkedBody, chunked_body
 
 __all__ = ["Response"]
+
 
 _READ_SIZE = 65536
 _ERROR_BODY_CAP = 64 * 1024
@@ -76,10 +78,39 @@ class Response:
             self._chunked = chunked_body(self._resp)
         return self._chunked
 
-    def read_body(self, cap: int, provider: str) -> str:
-        """The whole (non-streamed) body as text, refusing one larger than ``cap``."""
-        data = self._resp.raw.read(cap + 1, decode_content=True)
-        if len(data) > cap:
+    def read_body(self, cap: int, provider: str, within: Optional[float] = None) -> str:
+        """The whole (non-streamed) body as text, refusing one larger than ``cap``.
+
+        With ``within``, the body must have arrived that many seconds after its headers: a
+        server sending a byte at a time would otherwise hold the call for as long as it
+        likes, since each read gets a fresh socket timeout.
+        """
+        spend = None if within is None else self._budget(within)
+        parts: list[bytes] = []
+        size = 0
+        try:
+            if spend is not None:
+                spend()
+            for data in self.iter_bytes():
+                parts.append(data)
+                size += len(data)
+                if size > cap:
+                    break
+                if spend is not None:
+                    spend()
+        except Exception as exc:
+            if spend is None or not (isinstance(exc, TimeoutError) or spend.spent()):
+                raise
+            assert within is not None
+            raise BlazenTimeoutError(
+                f"{provider} did not finish sending its response within the idle timeout "
+                f"of {within:g} s (it trickled the body); the call was stopped (raise "
+                "idle_timeout= for slow servers)",
+                limit="idle",
+                seconds=within,
+                provider=provider,
+            ) from exc
+        if size > cap:
             raise ProviderError(
                 f"{provider} sent a response larger than {cap} bytes; it was not read "
                 "(raise max_event_bytes if this is expected)",
@@ -87,7 +118,7 @@ class Response:
                 error_type="response_too_large",
             )
         try:
-            return data.decode("utf-8")
+            return b"".join(parts).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ProviderError(
                 f"{provider} sent a response that is not valid UTF-8", provider=provider
@@ -122,21 +153,7 @@ class Response:
             resp.close()
             return
         raw = resp.raw
-        deadline = time.monotonic() + budget
-        connection = getattr(raw, "_connection", None)
-        sock = getattr(connection, "sock", None)
-
-        def spend() -> None:
-            # Before every socket read: the budget is for the whole drain, not per read.
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the drain budget is spent")
-            if sock is not None:
-                sock.settimeout(left)
-
-        chunked = self._chunked_body()
-        if chunked is not None:
-            chunked.before_read = spend
+        spend = self._budget(budget)
         try:
             spend()
             for _ in self.iter_bytes():
@@ -150,6 +167,15 @@ class Response:
             return
         raw.release_conn()
 
+    def _budget(self, seconds: float) -> _Budget:
+        """A check to run before every socket read: the reads get ``seconds`` in all."""
+        connection = getattr(self._resp.raw, "_connection", None)
+        budget = _Budget(seconds, getattr(connection, "sock", None))
+        chunked = self._chunked_body()
+        if chunked is not None:
+            chunked.before_read = budget  # the chunked reader checks before each read itself
+        return budget
+
     def close(self) -> None:
         """Close the connection; it is not reused."""
         self._resp.close()
@@ -157,3 +183,29 @@ class Response:
     def location(self) -> Optional[str]:
         """Where a redirect points, if anywhere."""
         return self.headers.get("Location")
+
+
+
+class _Budget:
+    """Time for a run of socket reads in all: call it before each read.
+
+    It raises the builtin ``TimeoutError`` once the time is spent, and otherwise gives the
+    next read only what is left.
+    """
+
+    __slots__ = ("deadline", "sock")
+
+    def __init__(self, seconds: float, sock: Any) -> None:
+        self.deadline = time.monotonic() + seconds
+        self.sock = sock
+
+    def __call__(self) -> None:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the time for reading the body is spent")
+        if self.sock is not None:
+            self.sock.settimeout(left)
+
+    def spent(self) -> bool:
+        """Whether the time is up (a socket timeout it set surfaces as urllib3's error)."""
+        return time.monotonic() >= self.deadline

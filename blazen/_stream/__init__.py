@@ -10,6 +10,7 @@ and folding payloads into a :class:`StreamState`; nothing here knows a provider 
 from __future__ import annotations
 
 from .checks import check_callable, check_controls, check_request
+from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .lifecycle import init, shutdown
 from .model import ChatModel
@@ -27,6 +28,7 @@ __all__ = [
     "StreamState",
     "Streaming",
     "WireFormat",
+    "cancel_safe",
     "check_callable",
     "check_controls",
     "check_request",

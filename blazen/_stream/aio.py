@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from typing import TYPE_CHECKING, Optional
+from contextvars import Token
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._cancel import CancelToken, tokens_for
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .checks import check_reentry, start_delivering, stop_delivering
-from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
+from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback, not_started
 from .events import Call, Deliver, Exit, Join, Stop, Wait, WorkerEvent
-from .worker import Run
+from .worker import Run, start_soon
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -35,43 +37,48 @@ async def complete_async(
     check_reentry(model)
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[WorkerEvent] = asyncio.Queue()
-
-    def put(item: WorkerEvent) -> None:
-        # The worker's only way into the loop; raises RuntimeError once the loop is closed.
-        loop.call_soon_threadsafe(events.put_nowait, item)
-
-    run = Run(model, req, put, stream=stream)
-    delivery = Delivery(
-        model,
-        run,
-        on_chunk=on_chunk,
-        on_done=on_done,
-        on_error=on_error,
-        tokens=tokens_for(cancel),
-        timeout=timeout,
-    )
     exited = False
+    delivery: Optional[Delivery] = None
+    unsubscribe: list[Callable[[], None]] = []
+    entered: Optional[Token[Any]] = None
 
     async def wait_exit() -> None:
         nonlocal exited
+        if not run.queued:
+            return  # interrupted before its worker was handed to the starter
         while not exited:
             exited = isinstance(await events.get(), Exit)
-        # EXIT is the worker's last act; the thread ends a few instructions later. Wait for
-        # that off the loop, so that no worker outlives the call.
-        if run.thread.is_alive():
-            await loop.run_in_executor(None, run.thread.join)
+        # EXIT is the worker's last act; the thread ends a few instructions later. Poll for
+        # that rather than join in an executor: the application's executor may be busy, and
+        # no worker may outlive the call.
+        while run.thread.is_alive():
+            await asyncio.sleep(0.0005)
 
-    unsubscribe = delivery.subscribe()
-    entered = start_delivering(delivery)
     # A chunk callback's SystemExit ends the stream like any raise, then propagates once the
     # terminal callback has run.
     propagate: Optional[BaseException] = None
     try:
+        # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
+        def put(item: WorkerEvent) -> None:
+            # The worker's only way into the loop; raises RuntimeError once the loop closed.
+            loop.call_soon_threadsafe(events.put_nowait, item)
+
+        run = Run(model, req, put, stream=stream)
+        delivery = Delivery(
+            model,
+            run,
+            on_chunk=on_chunk,
+            on_done=on_done,
+            on_error=on_error,
+            tokens=tokens_for(cancel),
+            timeout=timeout,
+        )
+        unsubscribe = delivery.subscribe()
+        entered = start_delivering(delivery)
         # Thread.start() waits for the new thread to run; hundreds of streams starting at
-        # once would stall the loop for that long, so the wait happens off the loop.
-        # Shielded: a task cancelled while the start is still queued in the executor must
-        # not cancel the start, or no worker would ever post the EXIT it waits for.
-        await asyncio.shield(loop.run_in_executor(None, run.thread.start))
+        # once would stall the loop for that long, so blazen's own starter thread does it
+        # (never the application's executor, which may be busy for seconds).
+        start_soon(run)
         steps = delivery.steps()
         op = next(steps)
         try:
@@ -135,18 +142,22 @@ async def complete_async(
             if propagate is not None:
                 raise propagate from None
             raise
-    except (asyncio.CancelledError, KeyboardInterrupt) as exc:
-        # Whenever the task is cancelled or Ctrl-C lands (a read, a callback, the worker
-        # finishing after done), the caller gets exactly one terminal before it propagates.
-        how = (
-            "cancellation of the asyncio task"
-            if isinstance(exc, asyncio.CancelledError)
-            else "Ctrl-C (KeyboardInterrupt)"
-        )
-        delivery.interrupt(how)
+    except BaseException as exc:
+        # Whenever the task is cancelled, Ctrl-C lands or a signal handler raises (a read, a
+        # callback, the worker finishing after done), the caller gets exactly one terminal
+        # before it propagates. After the terminal (an error raised for want of on_error,
+        # a raising on_done) nothing is owed.
+        if delivery is None:
+            await _not_started(on_error, _how(exc))
+            raise
+        delivery.interrupt(_how(exc))
         # The socket is already shut down; the worker exits at once. Waiting for it here
-        # keeps the promise that no worker outlives the call.
-        await asyncio.shield(wait_exit())
+        # keeps the promise that no worker outlives the call, and a second cancel of the
+        # task (wait_for's, say) must not skip the terminal still owed.
+        waiting = asyncio.ensure_future(wait_exit())
+        while not waiting.done():
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(waiting)
         owed = delivery.owed()
         if owed is not None:
             result = owed.fn(*owed.args)
@@ -154,11 +165,29 @@ async def complete_async(
                 await result
         raise
     finally:
-        stop_delivering(entered)
+        if entered is not None:
+            stop_delivering(entered)
         for unsub in unsubscribe:
             unsub()
-        if not delivery.ended:
+        if delivery is not None and not delivery.ended:
             run.abort.abort()
+
+
+def _how(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError):
+        return "cancellation of the asyncio task"
+    if isinstance(exc, KeyboardInterrupt):
+        return "Ctrl-C (KeyboardInterrupt)"
+    return f"{type(exc).__name__} raised on the event loop (by a signal handler?)"
+
+
+async def _not_started(on_error: Optional[ErrorCallback], how: str) -> None:
+    # Interrupted while the stream was being set up: nothing was sent, and the one
+    # terminal is said here.
+    if on_error is not None:
+        result = on_error(not_started(how))
+        if inspect.isawaitable(result):
+            await result
 
 
 def _task_cancelling() -> bool:

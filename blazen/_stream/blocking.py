@@ -15,7 +15,7 @@ from .._cancel import CancelToken, tokens_for
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .checks import check_reentry, delivering
-from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
+from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback, not_started
 from .events import Call, Deliver, Join, Stop, Wait, WorkerEvent
 from .worker import Run
 
@@ -43,30 +43,39 @@ def complete_blocking(
     it whether a cancel came in time).
     """
     check_reentry(model)
-    events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
-    run = Run(model, req, events.put, stream=stream)
-    delivery = Delivery(
-        model,
-        run,
-        on_chunk=on_chunk,
-        on_done=on_done,
-        on_error=on_error,
-        tokens=tokens_for(cancel),
-        timeout=timeout,
-    )
-    if on_start is not None:
-        on_start(delivery)
-    unsubscribe = delivery.subscribe()
+    delivery: Optional[Delivery] = None
+    unsubscribe: list[Callable[[], None]] = []
     try:
-        # Inside the try: Thread.start waits for the thread, and Ctrl-C may land there.
-        run.thread.start()
+        # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
+        events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
+        run = Run(model, req, events.put, stream=stream)
+        delivery = Delivery(
+            model,
+            run,
+            on_chunk=on_chunk,
+            on_done=on_done,
+            on_error=on_error,
+            tokens=tokens_for(cancel),
+            timeout=timeout,
+        )
+        if on_start is not None:
+            on_start(delivery)
+        unsubscribe = delivery.subscribe()
+        # Thread.start waits for the thread, and Ctrl-C may land there.
+        run.start()
         with delivering(delivery):
             return _drive(delivery, events)
-    except KeyboardInterrupt:
-        # Whenever it strikes (a read, a callback, the worker finishing after done), the
-        # caller gets exactly one terminal before the interrupt propagates.
-        delivery.interrupt("Ctrl-C (KeyboardInterrupt)")
-        run.wait_exit()
+    except BaseException as exc:
+        # Ctrl-C, or whatever a signal handler raises (sys.exit() on SIGTERM, a SIGALRM
+        # deadline), whenever it strikes (a read, the worker finishing after done): the
+        # caller gets exactly one terminal before it propagates. After the terminal (an
+        # error raised for want of on_error, a raising on_done) nothing is owed.
+        if delivery is None:
+            if on_error is not None:
+                on_error(not_started(_how(exc)))
+            raise
+        delivery.interrupt(_how(exc))
+        _wait_out(delivery.run)
         owed = delivery.owed()
         if owed is not None:
             owed.fn(*owed.args)
@@ -74,9 +83,26 @@ def complete_blocking(
     finally:
         for unsub in unsubscribe:
             unsub()
-        if not delivery.ended:
-            run.abort.abort()
-        run.wait_exit()
+        if delivery is not None:
+            if not delivery.ended:
+                delivery.run.abort.abort()
+            delivery.run.wait_exit()
+
+
+def _how(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "Ctrl-C (KeyboardInterrupt)"
+    return f"{type(exc).__name__} raised on the calling thread (by a signal handler?)"
+
+
+def _wait_out(run: Run) -> None:
+    """Wait for the worker even through a second interrupt: it is already ending."""
+    while True:
+        try:
+            run.wait_exit()
+            return
+        except BaseException:  # the first interrupt is the one that propagates
+            continue
 
 
 def _drive(

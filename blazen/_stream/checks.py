@@ -56,6 +56,26 @@ def check_callable(name: str, fn: Any) -> None:
         raise TypeError(msg)
 
 
+def check_blocking_callbacks(callbacks: dict[str, Any], call: str) -> None:
+    """``TypeError`` if a callback of blocking ``call`` is a coroutine function.
+
+    A blocking call would call it, get a coroutine back, and never await it: every chunk
+    would be dropped without a word.
+    """
+    import inspect  # on first use: `import blazen` does not pay for it
+
+    for name, fn in callbacks.items():
+        if fn is not None and (
+            inspect.iscoroutinefunction(fn)
+            or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+        ):
+            msg = (
+                f"{name} is a coroutine function, which Streaming.{call} cannot await: use "
+                "`await Streaming.complete_async(...)`, or pass a plain function"
+            )
+            raise TypeError(msg)
+
+
 def check_request(req: Any) -> None:
     """``TypeError`` unless ``req`` is a :class:`~blazen.CompletionRequest`."""
     if not isinstance(req, CompletionRequest):

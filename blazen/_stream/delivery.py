@@ -48,13 +48,20 @@ from .worker import Run
 if TYPE_CHECKING:
     from .model import ChatModel
 
-__all__ = ["ChunkCallback", "Delivery", "DoneCallback", "ErrorCallback"]
+__all__ = ["ChunkCallback", "Delivery", "DoneCallback", "ErrorCallback", "not_started"]
 
 logger = logging.getLogger("blazen")
 
 ChunkCallback = Callable[[StreamChunk], Any]
 DoneCallback = Callable[[str, Optional[TokenUsage]], Any]
 ErrorCallback = Callable[[BlazenError], Any]
+
+
+def not_started(how: str) -> CancelledError:
+    """The error of a stream interrupted while it was being set up (nothing was sent)."""
+    return CancelledError(
+        f"the stream was interrupted by {how} before it started; nothing was sent"
+    )
 
 
 class Delivery:

@@ -9,6 +9,7 @@ once and never concatenated, only ``arguments`` fragments are appended.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Optional, Union
 
 from .._types import (
@@ -17,6 +18,7 @@ from .._types import (
     StreamChunk,
     TokenUsage,
     ToolCall,
+    ToolCalls,
     stream_chunk,
     tool_call_snapshot,
 )
@@ -26,6 +28,11 @@ __all__ = ["StreamState", "normalise_finish_reason"]
 _STOP = frozenset(
     {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"}
 )
+# How many calls may still be changing in a snapshot's own copy before the oldest of them
+# join the shared part (see StreamState._freeze).
+_TAIL_MAX = 8
+_TAIL_KEEP = 4
+
 _TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
 _LENGTH = frozenset({"length", "max_tokens", "model_length", "model_context_window_exceeded"})
 _FILTER = frozenset(
@@ -115,13 +122,15 @@ class StreamState:
     """What has streamed so far: text, reasoning, tool calls, finish reason, usage."""
 
     __slots__ = (
+        "_base",
         "_by_key",
         "_calls",
         "_current",
         "_dirty",
+        "_frozen",
         "_reasoning",
         "_snapshot",
-        "_snapshots",
+        "_tail",
         "_text",
         "_touched",
         "finished",
@@ -138,10 +147,16 @@ class StreamState:
         self._by_key: dict[Union[int, str], _Call] = {}
         self._current: Optional[_Call] = None
         self._dirty = False
-        self._snapshot: tuple[ToolCall, ...] = ()
-        # The calls' current ToolCalls, and the calls touched since the last snapshot: a
-        # delta rebuilds its own call only, and the new snapshot is one C-level copy.
-        self._snapshots: list[Optional[ToolCall]] = []
+        self._snapshot: Sequence[ToolCall] = ()
+        # The calls' current ToolCalls: the first _frozen of them in _base, a list that
+        # snapshots share and that only grows, the rest (the calls still changing, a few)
+        # in _tail, copied into each snapshot. A delta rebuilds its own call only, so a
+        # snapshot costs O(tail), not O(calls). A call taken up again after it was frozen
+        # thaws it and the calls after it into a fresh base (old snapshots keep theirs).
+        self._base: list[ToolCall] = []
+        self._frozen = 0
+        self._tail: list[Optional[ToolCall]] = []
+        # The calls touched since the last snapshot.
         self._touched: list[_Call] = []
         #: The provider's end signal was seen ([DONE], message_stop, done: true, ...).
         self.finished = False
@@ -209,7 +224,7 @@ class StreamState:
     def _new_call(self, call_id: Optional[str]) -> _Call:
         call = _Call(call_id, len(self._calls))
         self._calls.append(call)
-        self._snapshots.append(None)
+        self._tail.append(None)
         if call_id:
             self._by_key[call_id] = call
         return call
@@ -235,17 +250,36 @@ class StreamState:
         if self._dirty:
             # A delta touches one call: the others keep their ToolCall from the last snapshot.
             self._dirty = False
-            snapshots = self._snapshots
+            tail = self._tail
             for c in self._touched:
                 c.touched = False
-                snapshots[c.position] = tool_call_snapshot(
+                if c.position < self._frozen:
+                    self._thaw(c.position)
+                tail[c.position - self._frozen] = tool_call_snapshot(
                     c.id, c.name, ArgumentFragments(c.parts, len(c.parts))
                 )
             self._touched.clear()
-            self._snapshot = tuple(snapshots)  # type: ignore[arg-type]
+            if len(tail) > _TAIL_MAX:
+                self._freeze(len(tail) - _TAIL_KEEP)
+            self._snapshot = ToolCalls(self._base, self._frozen, tuple(tail))  # type: ignore[arg-type]
         elif content is None and reasoning is None:
             return None
         return stream_chunk(content, reasoning, self._snapshot)
+
+    def _freeze(self, count: int) -> None:
+        # Move the oldest tail calls into the shared base: appending leaves every existing
+        # snapshot's prefix as it was.
+        tail = self._tail
+        self._base.extend(tail[:count])  # type: ignore[arg-type]
+        del tail[:count]
+        self._frozen += count
+
+    def _thaw(self, position: int) -> None:
+        # A frozen call changed: a new base without it, so no snapshot sees it change.
+        base = self._base
+        self._tail[:0] = base[position : self._frozen]
+        self._base = base[:position]
+        self._frozen = position
 
     # -- reading -----------------------------------------------------------------------
 
@@ -260,7 +294,7 @@ class StreamState:
         return str(self._reasoning)
 
     @property
-    def tool_calls(self) -> tuple[ToolCall, ...]:
+    def tool_calls(self) -> Sequence[ToolCall]:
         """The current snapshot."""
         if self._dirty:
             self.emit(None, None)
@@ -282,7 +316,7 @@ class StreamState:
             raise TypeError(f"the finish reason is {type(raw).__name__}, not text")
         if self.model is not None and type(self.model) is not str:
             raise TypeError(f"the model name is {type(self.model).__name__}, not text")
-        calls = self.tool_calls
+        calls = tuple(self.tool_calls)
         reasoning = self.reasoning
         return CompletionResponse(
             content=self.text,

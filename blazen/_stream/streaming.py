@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
 from .blocking import complete_blocking
-from .checks import check_controls, check_request
+from .checks import check_blocking_callbacks, check_controls, check_request
+from .coro import guarded
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .model import ChatModel
 
@@ -29,10 +31,12 @@ def _prepare(
     on_error: Optional[ErrorCallback],
     cancel: Optional[CancelToken],
     timeout: Optional[float],
+    blocking: str = "",
 ) -> dict[str, Any]:
     """Validate an entry point's arguments and fan the block handler out per kind.
 
-    A keyword callback wins over the block handler for its kind.
+    A keyword callback wins over the block handler for its kind. ``blocking`` names a
+    blocking entry point, whose callbacks may not be coroutine functions.
     """
     if not isinstance(model, ChatModel):
         msg = f"model must come from blazen.Providers, got {type(model).__name__}"
@@ -40,6 +44,8 @@ def _prepare(
     check_request(req)
     callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
     check_controls({**callbacks, "on_error": on_error}, cancel, timeout)
+    if blocking:
+        check_blocking_callbacks({**callbacks, "on_error": on_error}, blocking)
     if handler is not None:
         on_chunk = on_chunk or functools.partial(handler, "chunk")
         on_done = on_done or functools.partial(handler, "done")
@@ -88,11 +94,13 @@ class Streaming:
         Returns the :class:`CompletionResponse` on success; on failure returns None if an
         error handler was given, else raises the error.
         """
-        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        kwargs = _prepare(
+            model, req, handler, on_chunk, on_done, on_error, cancel, timeout, "complete"
+        )
         return complete_blocking(model, req, **kwargs)
 
     @staticmethod
-    async def complete_async(
+    def complete_async(
         model: ChatModel,
         req: CompletionRequest,
         handler: Optional[Handler] = None,
@@ -102,7 +110,7 @@ class Streaming:
         on_error: Optional[ErrorCallback] = None,
         cancel: Optional[CancelToken] = None,
         timeout: Optional[float] = None,
-    ) -> Optional[CompletionResponse]:
+    ) -> Coroutine[Any, Any, Optional[CompletionResponse]]:
         """The same contract on asyncio: callbacks run on the event loop, one at a time.
 
         A callback may be a coroutine function; it is awaited before the next event.
@@ -110,11 +118,13 @@ class Streaming:
         then ``asyncio.CancelledError`` propagates. Example::
 
             resp = await Streaming.complete_async(model, req, on_chunk=send_to_client)
+
+        The arguments are checked when it is called, before anything is awaited.
         """
+        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
         from .aio import complete_async
 
-        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
-        return await complete_async(model, req, **kwargs)
+        return guarded(complete_async(model, req, **kwargs))
 
     @staticmethod
     def start(
@@ -139,5 +149,7 @@ class Streaming:
         """
         from .handle import StreamHandle
 
-        kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
+        kwargs = _prepare(
+            model, req, handler, on_chunk, on_done, on_error, cancel, timeout, "start"
+        )
         return StreamHandle.launch(model, req, **kwargs)

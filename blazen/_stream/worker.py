@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import queue
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
@@ -34,9 +36,60 @@ from .wire import error_from_body, malformed
 if TYPE_CHECKING:
     from .model import ChatModel
 
-__all__ = ["Run"]
+__all__ = ["Run", "start_soon"]
 
 logger = logging.getLogger("blazen")
+
+
+# Runs waiting to be started by the starter thread (see start_soon).
+_to_start: queue.SimpleQueue[Run] = queue.SimpleQueue()
+_starter_lock = threading.Lock()
+_starter: list[threading.Thread] = []  # the running starter, if any
+#: How long the starter waits for more work before it exits.
+STARTER_IDLE = 5.0
+
+
+def start_soon(run: Run) -> None:
+    """Start ``run``'s worker from blazen's own starter thread, and return at once.
+
+    ``Thread.start`` waits until the new thread runs, which under a busy GIL can take
+    milliseconds; an event loop must not wait that long per stream, nor borrow the
+    application's executor, which may be busy for seconds. One daemon thread starts the
+    workers in order and exits after :data:`STARTER_IDLE` seconds without work.
+    """
+    _to_start.put(run)
+    run.queued = True
+    with _starter_lock:
+        if not _starter:
+            starter = threading.Thread(target=_start_workers, name="blazen-starter", daemon=True)
+            _starter.append(starter)
+            starter.start()
+
+
+def _start_workers() -> None:
+    while True:
+        try:
+            run = _to_start.get(timeout=STARTER_IDLE)
+        except queue.Empty:
+            with _starter_lock:
+                # A thread queued before this lock was taken is still ours to start.
+                if _to_start.empty():
+                    _starter.clear()
+                    return
+            continue
+        run.start()
+
+
+def _forget_starter() -> None:
+    # A forked child has no starter thread, whatever the parent had.
+    global _starter_lock, _to_start
+    _starter.clear()
+    _starter_lock = threading.Lock()
+    _to_start = queue.SimpleQueue()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_starter)
 
 
 class Run:
@@ -48,6 +101,7 @@ class Run:
         "exited",
         "model",
         "put",
+        "queued",
         "req",
         "state",
         "stream",
@@ -71,6 +125,8 @@ class Run:
         #: Whether a chunk has been handed to the caller (after that, nothing is retried).
         self.delivered = False
         self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
+        #: Handed to the starter thread (asyncio callers), which will start it.
+        self.queued = False
         #: Set as the worker's very last act.
         self.exited = threading.Event()
 
@@ -85,15 +141,34 @@ class Run:
             self.post(EXIT)
             self.exited.set()
 
+    def start(self) -> None:
+        """Start the worker; if no thread can be started, end the stream with an error."""
+        try:
+            self.thread.start()
+        except RuntimeError as exc:  # "can't start new thread": out of threads or memory
+            err = InternalError(
+                f"blazen could not start the stream's worker thread ({exc}); the process "
+                "may have too many threads"
+            )
+            self.post(Failed(err))
+            self.post(EXIT)
+            self.exited.set()
+
     def wait_exit(self) -> None:
-        """Wait until the worker has exited (it must have been started).
+        """Wait until the worker has exited, or return if it was never started.
 
         Not ``Thread.join`` alone: a KeyboardInterrupt inside ``join`` leaves CPython sure
         the thread has stopped while it still runs, and a second join returns at once. An
         interrupted ``Event.wait`` can simply be waited out again.
         """
+        thread = self.thread
+        # Interrupted before (or while) starting it? A thread that was started has an
+        # ident within moments; one that never was has nothing to wait for.
+        if thread.ident is None and not self.exited.wait(0.25) and thread.ident is None:
+            return
         self.exited.wait()
-        self.thread.join()
+        if thread.ident is not None:  # it may never have started (see start)
+            thread.join()
 
     def post(self, item: WorkerEvent) -> None:
         """Hand ``item`` to the caller; if nobody listens any more, end the stream."""
@@ -107,6 +182,8 @@ class Run:
         self.post(Queued(waiting))
 
     def _attempts(self) -> None:
+        if self.abort.aborted:
+            return  # ended before the worker ran (a task cancelled at once): send nothing
         model = self.model
         opts = model.options
         try:
@@ -174,7 +251,7 @@ class Run:
             if status != 200:
                 self._raise_for_status(resp, status)
             if not self.stream:
-                body = resp.read_body(opts.max_event_bytes, wire.provider)
+                body = resp.read_body(opts.max_event_bytes, wire.provider, within=opts.idle_timeout)
                 response = wire.parse_response(body)
                 finished = True
                 resp.release()

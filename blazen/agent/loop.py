@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._llm import Llm
-from .._stream import ChatModel, Streaming
+from .._stream import ChatModel, Streaming, cancel_safe
 from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError, ToolError
 from .calls import Job, execute, execute_async, prepare
@@ -276,6 +276,7 @@ class Agent:
 
     # -- asyncio -----------------------------------------------------------------------
 
+    @cancel_safe
     async def run_async(
         self,
         input: Input,

@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Callable, Optional, Protocol
 
-from .._cancel import CancelToken, ambient_token
+from .._cancel import CancelToken, tokens_for
 from .._llm import Llm
 from .._stream import ChatModel, check_controls
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, TokenUsage, ToolCall
@@ -123,7 +123,7 @@ class AgentRun:
         #: Handed to tools that take a CancelToken; cancelled when the run is.
         self.tool_token = CancelToken()
         # A workflow's cancel_scope reaches the tools as well as the streams.
-        self.tokens = [t for t in {id(t): t for t in (cancel, ambient_token()) if t}.values()]
+        self.tokens = tokens_for(cancel)
         self._unsubscribe = [t.subscribe(self._cancelled) for t in self.tokens]
         self._closed = False
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .run import WorkflowRun
 
-from .._cancel import CancelToken, ambient_token
+from .._cancel import CancelToken, tokens_for
 from ..errors import CancelledError, ValidationError
 from .events import Event, Step, WorkflowResult
 from .validate import (
@@ -217,7 +217,7 @@ class Workflow:
             raise TypeError(msg)
         self.validate()
         # A workflow run inside another run's step obeys that step's token too.
-        tokens = tuple({id(t): t for t in (cancel, ambient_token()) if t}.values())
+        tokens = tuple(tokens_for(cancel))
         return WorkflowRun(
             workflow=self._name,
             steps=self.steps,

@@ -8,6 +8,7 @@ TLS handshake. A call must still return within its deadline plus about a second.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 import threading
@@ -297,3 +298,35 @@ def test_a_task_spawned_from_a_callback_may_wait_for_the_connection(server):
 
     outer, inner = asyncio.run(main())
     assert outer.content == "ab" and inner.content == "c"
+
+
+@pytest.mark.parametrize("transfer", ["length", "chunked", "close"])
+def test_a_non_streamed_body_trickled_for_ever_ends_at_the_idle_timeout(transfer):
+    """model.complete(): a body sent a byte at a time cannot outlast idle_timeout.
+
+    Each byte comes well within the idle timeout, so a per-read limit never fires; the
+    body as a whole must arrive within ``idle_timeout`` of its headers.
+    """
+    payload = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "hello " * 20},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    text = json.dumps(payload).encode()
+    body = [part for i in range(len(text)) for part in (text[i : i + 1], Pause(0.05))]
+    reply = Reply(headers={"Content-Type": "application/json"}, body=body, transfer=transfer)
+    with StreamServer([reply]) as server:
+        model = _model(server.base_url, idle_timeout=0.6)
+        start = time.monotonic()
+        with pytest.raises(blazen.TimeoutError) as info:
+            model.complete(REQ)
+        took = time.monotonic() - start
+    assert took < 3, f"the trickled body held the call for {took:.1f} s"
+    assert info.value.limit == "idle" and "0.6" in str(info.value)

@@ -241,6 +241,61 @@ def test_two_tool_calls_sharing_an_index_but_not_an_id_are_two_calls():
     ]
 
 
+def test_tool_call_snapshots_cost_linear_memory_even_when_every_chunk_is_kept():
+    """20,000 calls, every chunk kept: the snapshots share their calls, no copy per chunk.
+
+    A tuple per chunk would hold 20,000 x 10,000 references on average (1.6 GB); the
+    bound below allows 2 KB per call, its two kept chunks included.
+    """
+    import tracemalloc
+
+    from blazen._stream import StreamState
+
+    n = 20_000
+    state = StreamState()
+    kept = []
+    tracemalloc.start()
+    try:
+        for i in range(n):
+            state.tool_delta(i, f"call_{i}", "lookup", None)
+            kept.append(state.emit(None, None))
+            state.tool_delta(i, None, None, f'{{"q": {i}}}')
+            kept.append(state.emit(None, None))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < n * 2_000, f"{peak / n:.0f} bytes per call"
+    # Every kept chunk still shows the calls as they stood when it was delivered.
+    early, late = kept[1], kept[-1]
+    assert len(early.tool_calls) == 1 and early.tool_calls[0].arguments() == {"q": 0}
+    assert len(late.tool_calls) == n and late.tool_calls[-1].arguments() == {"q": n - 1}
+    assert kept[2].tool_calls[1].arguments_json == "" and len(kept[2].tool_calls) == 2
+    assert late.tool_calls == tuple(late.tool_calls) and late.tool_calls[5].id == "call_5"
+    response = state.response()
+    assert type(response.tool_calls) is tuple and len(response.tool_calls) == n
+
+
+def test_a_call_taken_up_again_after_others_started_keeps_every_snapshot_right():
+    """Interleaved fragments (calls 0, 1, 2, then 0 again): old snapshots do not change."""
+    from blazen._stream import StreamState
+
+    state = StreamState()
+    seen = []
+    for step, (index, args) in enumerate(
+        [(0, '{"a"'), (1, '{"b": 1}'), (2, '{"c": 2}'), (0, ": 0}"), (3, "{}"), (1, "")]
+    ):
+        state.tool_delta(index, f"c{index}" if step < 5 else None, f"f{index}", args)
+        chunk = state.emit(None, None)
+        seen.append([c.arguments_json for c in chunk.tool_calls] if chunk else None)
+    assert seen[:5] == [
+        ['{"a"'],
+        ['{"a"', '{"b": 1}'],
+        ['{"a"', '{"b": 1}', '{"c": 2}'],
+        ['{"a": 0}', '{"b": 1}', '{"c": 2}'],
+        ['{"a": 0}', '{"b": 1}', '{"c": 2}', "{}"],
+    ]
+
+
 def test_an_ndjson_stream_whose_last_line_has_no_newline_still_ends_properly():
     lines = [
         {"model": "m", "message": {"role": "assistant", "content": "hi"}, "done": False},

@@ -261,26 +261,3 @@ def test_concurrent_cancels_of_a_handle_all_get_the_same_answer(server):
         with pytest.raises(blazen.CancelledError):
             handle.result(timeout=10)
         assert any(said for said, _ in answers) and all(ok for _, ok in answers), answers
-
-
-def test_cancelling_a_task_whose_worker_has_not_started_yet_still_ends_it(server):
-    """The default executor is busy: the worker's start is queued when the task is cancelled."""
-    import concurrent.futures
-
-    async def main() -> list[Recorder]:
-        loop = asyncio.get_running_loop()
-        loop.set_default_executor(concurrent.futures.ThreadPoolExecutor(1))
-        blocker = loop.run_in_executor(None, time.sleep, 0.5)  # holds the only executor thread
-        model = _model(server)
-        server.add(Reply.sse(openai_sse(["a"])))
-        rec = Recorder()
-        task = asyncio.ensure_future(Streaming.complete_async(model, REQ, rec.handler))
-        await asyncio.sleep(0.05)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.wait_for(task, 5)
-        await blocker
-        return [rec]
-
-    (rec,) = asyncio.run(main())
-    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import http.client
-import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +19,7 @@ import blazen
 from blazen import CancelToken, Llm, Streaming
 from blazen.testing import Reply, StreamServer, openai_sse
 
-from ..conftest import KEY_FOR_TESTS
+from ..conftest import KEY_FOR_TESTS, thread_count
 
 REQ = Llm.completion_request([Llm.user("hi")])
 WATCHED = (
@@ -72,12 +71,12 @@ def test_a_few_thousand_streams_leave_nothing_behind():
         )
         _streams(model, 200)  # warm-up: pools, caches, lazily loaded modules
         before = _census()
-        threads_before = threading.active_count()
+        threads_before = thread_count()
         _streams(model, 1600)
         after = _census()
         grown = {k: after[k] - before[k] for k in WATCHED if after[k] - before[k] > 4}
         assert grown == {}, grown
-        assert threading.active_count() <= threads_before
+        assert thread_count() <= threads_before
         model.close()
     # Nothing of the model's streams outlives the model's close.
     left = _census()

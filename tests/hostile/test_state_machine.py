@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -93,11 +94,27 @@ CALLERS = [
     "cancel-from-thread",
     "raise-in-terminal",
 ]
+# Ctrl-C (a signal handler raising KeyboardInterrupt, as Python's own SIGINT handler does)
+# and a signal handler raising anything else, at a random moment of the call.
+SIGNALLED = ["ctrl-c", "signal-raises"]
+if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+    CALLERS += SIGNALLED
 FORMS = ["blocking", "async", "background"]
 
 
 class _Boom(Exception):
     pass
+
+
+class _Alarm(Exception):
+    """What a SIGALRM deadline of the application's raises."""
+
+
+_RAISE_ON_ALARM: list[type[BaseException]] = [KeyboardInterrupt]
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _RAISE_ON_ALARM[0]("signalled")
 
 
 def _workers() -> list[threading.Thread]:
@@ -135,6 +152,9 @@ class HostileStreams(RuleBasedStateMachine):
         self.level = self.logger.level
         self.logger.addHandler(self.logs)
         self.logger.setLevel(logging.DEBUG)
+        self.alarm_handler = (
+            signal.signal(signal.SIGALRM, _on_alarm) if SIGNALLED[0] in CALLERS else None
+        )
 
     @rule(
         server=st.sampled_from(SERVERS),
@@ -181,7 +201,11 @@ class HostileStreams(RuleBasedStateMachine):
         }
         start = time.monotonic()
         escaped: BaseException | None = None
+        handle = None
         try:
+            if caller in SIGNALLED:
+                _RAISE_ON_ALARM[0] = KeyboardInterrupt if caller == "ctrl-c" else _Alarm
+                signal.setitimer(signal.ITIMER_REAL, 0.001 + 0.03 * at)
             if form == "blocking":
                 Streaming.complete(self.model, REQ, **kw)
             elif form == "async":
@@ -193,16 +217,33 @@ class HostileStreams(RuleBasedStateMachine):
                 except BaseException as exc:
                     escaped = exc
                 handle.join(10)
+            signal.setitimer(signal.ITIMER_REAL, 0)  # inside: a late signal lands here
         except BaseException as exc:
             escaped = exc
+        if caller in SIGNALLED:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if form == "background":
+                # The signal stopped the caller's wait (or its start), not the background
+                # stream, which ends on its own.
+                if handle is not None:
+                    handle.join(10)
+                limit = time.monotonic() + 10
+                while not rec.terminals and time.monotonic() < limit:
+                    time.sleep(0.01)
+                while _workers() and time.monotonic() < limit:
+                    time.sleep(0.01)
         took = time.monotonic() - start
 
         # Exactly one terminal, and it is the last callback.
-        assert rec.kinds.count("done") + rec.kinds.count("error") == 1, (server, caller, rec.kinds)
+        assert rec.kinds.count("done") + rec.kinds.count("error") == 1, (
+            server, caller, form, at, rec.kinds, repr(escaped)
+        )
         assert rec.kinds[-1] in ("done", "error"), rec.kinds
         # What escaped is what the contract lets escape.
         if escaped is not None:
             allowed: tuple[type[BaseException], ...] = (_Boom, SystemExit, blazen.BlazenError)
+            if caller in SIGNALLED:
+                allowed += (_RAISE_ON_ALARM[0],)
             assert isinstance(escaped, allowed), repr(escaped)
             assert KEY not in everything_about(escaped)
         # The deadline (plus the drain's second, plus a retry) won.
@@ -216,6 +257,9 @@ class HostileStreams(RuleBasedStateMachine):
         assert KEY not in "\n".join(self.logs.text)
 
     def teardown(self) -> None:
+        if self.alarm_handler is not None:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self.alarm_handler)
         self.logger.removeHandler(self.logs)
         self.logger.setLevel(self.level)
         self.model.close()
