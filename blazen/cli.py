@@ -12,13 +12,19 @@ Which model answers:
 4. Otherwise the local model (``blazen.local``); a line on stderr says so.
 
 With ``--json``, stdout carries one JSON object per line: ``chunk`` events, then exactly one
-``done`` or ``error``. Exit status: 0 after done, 1 after an error, 2 for bad arguments,
-130 after Ctrl-C.
+``done`` or ``error``. Exit status: 0 after done, 1 after an error, 2 for bad arguments (an
+empty prompt too: nothing is sent), 130 after Ctrl-C, 141 (128 + SIGPIPE, what a shell
+shows for ``yes`` in ``yes | head``) when stdout's reader went away (``blazen chat ... |
+head``): the stream is cancelled and nothing more is printed. What stdout's encoding cannot
+show (emoji on an ASCII or Latin-1 terminal) is written as ``?`` in text and as ``\\uXXXX``
+escapes in JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import sys
@@ -35,6 +41,12 @@ from .providers import PROVIDERS, Providers, key_variables
 __all__ = ["main"]
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+#: 128 + SIGPIPE, what a shell reports for ``yes | head -1``'s ``yes``.
+EXIT_BROKEN_PIPE = 141
+EXIT_STATUSES = (
+    "exit status: 0 done, 1 error, 2 bad arguments (an empty prompt too), 130 Ctrl-C, "
+    "141 stdout's reader went away (blazen chat ... | head): the stream is cancelled"
+)
 
 # Defaults for the bundled model when none are given. Gemma 3 270M is a base model, not an
 # instruction-tuned one: it rambles on until stopped, and at llama-cpp-python's own
@@ -59,7 +71,9 @@ def _factory(name: str) -> Callable[..., ChatModel]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="blazen", description="Stream LLM chat completions from the command line."
+        prog="blazen",
+        description="Stream LLM chat completions from the command line.",
+        epilog=EXIT_STATUSES,
     )
     parser.add_argument("--version", action="version", version=f"blazen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -69,8 +83,10 @@ def _parser() -> argparse.ArgumentParser:
         help="stream one completion to stdout",
         description=(
             "Stream one completion to stdout. With no --provider and no API key in the "
-            "environment, a model on this machine answers (pip install 'blazen[local]')."
+            "environment, a model on this machine answers (pip install 'blazen[local]'). "
+            "Text stdout's encoding cannot show is written as '?' (as \\uXXXX in --json)."
         ),
+        epilog=EXIT_STATUSES,
     )
     chat.add_argument("prompt", nargs="?", default="-", help="the user message ('-': stdin)")
     chat.add_argument(
@@ -91,8 +107,54 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fits(text: str, stream: TextIO) -> bool:
+    """Whether ``stream``'s encoding can write ``text`` as it is."""
+    if text.isascii():
+        return True
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except UnicodeEncodeError:
+        return False
+    except LookupError:
+        return True  # an encoding Python does not know: let the stream itself decide
+    return True
+
+
+def _showable(text: str, stream: TextIO) -> str:
+    """``text`` with what ``stream``'s encoding cannot write replaced by ``?``."""
+    if _fits(text, stream):
+        return text
+    # An ASCII or Latin-1 terminal, or a lone surrogate from the server: show the rest.
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    return text.encode(encoding, "replace").decode(encoding)
+
+
+def _silence(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at the null device.
+
+    Its buffer still holds what could not be written; without this, Python's flush at exit
+    fails again and prints "Exception ignored ... BrokenPipeError" (the recipe of the Python
+    docs' signal module page, "Note on SIGPIPE").
+    """
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError):
+        return  # not a file (a StringIO): nothing is flushed at exit
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 class _Output:
-    """Writes what the stream delivers: text for people, or one JSON event per line."""
+    """Writes what the stream delivers: text for people, or one JSON event per line.
+
+    Every write to stdout goes through :meth:`_write`: when stdout's reader has gone away
+    (``blazen chat ... | head``) it remembers so (exit status 141), stops writing, and raises
+    :class:`BrokenPipeError` in :meth:`chunk`, which aborts the stream and closes its
+    connection. What the encoding of stdout cannot show is replaced (text) or escaped (JSON).
+    """
 
     def __init__(self, as_json: bool, out: TextIO, err: TextIO) -> None:
         self.as_json = as_json
@@ -104,13 +166,35 @@ class _Output:
         #: Set when stdout's reader went away (``blazen chat ... | head``).
         self.broken_pipe = False
 
-    def _event(self, payload: dict[str, Any]) -> None:
-        self.out.write(json.dumps(payload, ensure_ascii=False) + "\n")
-        self.out.flush()
+    def _write(self, text: str) -> None:
+        """Write to stdout now; raises BrokenPipeError once its reader has gone away."""
+        if self.broken_pipe:
+            raise BrokenPipeError(errno.EPIPE, "stdout's reader went away")
+        try:
+            self.out.write(text)
+            self.out.flush()
+        except BrokenPipeError:
+            self.broken_pipe = True
+            _silence(self.out)
+            raise
+
+    def _write_last(self, text: str) -> None:
+        """Write a done or error to stdout; nobody to tell if its reader has gone."""
+        with contextlib.suppress(BrokenPipeError):  # the exit status says so
+            self._write(text)
+
+    def _event(self, payload: dict[str, Any], last: bool = False) -> None:
+        line = json.dumps(payload, ensure_ascii=False)
+        if not _fits(line, self.out):
+            line = json.dumps(payload)  # \uXXXX escapes: the same JSON, in ASCII
+        (self._write_last if last else self._write)(line + "\n")
 
     def note(self, text: str) -> None:
-        self.err.write(f"blazen: {text}\n")
-        self.err.flush()
+        try:
+            self.err.write(_showable(f"blazen: {text}\n", self.err))
+            self.err.flush()
+        except BrokenPipeError:
+            _silence(self.err)  # ``2>&1 | head``: stderr's reader is gone too
 
     def chunk(self, chunk: StreamChunk) -> None:
         if self.as_json:
@@ -127,8 +211,7 @@ class _Output:
                 }
             )
         elif chunk.content_delta:
-            self.out.write(chunk.content_delta)
-            self.out.flush()
+            self._write(_showable(chunk.content_delta, self.out))
             self.line_open = not chunk.content_delta.endswith("\n")
 
     def done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
@@ -145,14 +228,16 @@ class _Output:
                         "completion_tokens": usage.completion_tokens,
                         "total_tokens": usage.total_tokens,
                     },
-                }
+                },
+                last=True,
             )
         else:
             self._end_line()
 
     def error(self, err: BlazenError) -> None:
-        if isinstance(err.__cause__, BrokenPipeError):
-            self.broken_pipe = True
+        if self.broken_pipe:
+            # The stream was aborted because nobody reads stdout: nothing to report. (Not
+            # "its cause is a BrokenPipeError": that may be the socket to the provider.)
             self.ended = True
             return
         self.failure(err.kind, type(err).__name__, err.message, err.provider, err.status)
@@ -176,16 +261,16 @@ class _Output:
                     "message": message,
                     "provider": provider,
                     "status": status,
-                }
+                },
+                last=True,
             )
         self._end_line()
         self.note("interrupted" if kind == "cancelled" else f"error: {message}")
 
     def _end_line(self) -> None:
         if self.line_open:
-            self.out.write("\n")
-            self.out.flush()
             self.line_open = False
+            self._write_last("\n")
 
 
 def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
@@ -250,11 +335,17 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
 
 def _prompt(args: argparse.Namespace) -> str:
     if args.prompt != "-":
-        return str(args.prompt)
-    if sys.stdin is None or sys.stdin.isatty():
+        prompt = str(args.prompt)
+    elif sys.stdin is None or sys.stdin.isatty():
         msg = 'give a prompt: blazen chat "Say hi" (or pipe one in)'
         raise _UsageError(msg)
-    return sys.stdin.read()
+    else:
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        source = " (stdin held nothing but whitespace)" if args.prompt == "-" else ""
+        msg = f'the prompt is empty{source}; nothing was sent. Give one: blazen chat "Say hi"'
+        raise _UsageError(msg)
+    return prompt
 
 
 def _chat(args: argparse.Namespace, output: _Output) -> int:
@@ -276,11 +367,6 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
             on_error=output.error,
             timeout=args.timeout,
         )
-        if output.broken_pipe:
-            # Nobody reads stdout any more; keep Python's final flush from complaining.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            return EXIT_ERROR
         return EXIT_OK if resp is not None else EXIT_ERROR
     except KeyboardInterrupt:
         # Streaming.complete has reported a cancelled stream through on_error already; a
@@ -298,6 +384,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     output = _Output(args.json, sys.stdout, sys.stderr)
+    code = _run(parser, args, output)
+    # Whatever else happened, stdout's reader went away first: say so as a shell would.
+    return EXIT_BROKEN_PIPE if output.broken_pipe else code
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, output: _Output) -> int:
     try:
         return _chat(args, output)
     except _UsageError as exc:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import attrs
 import pytest
 
 from blazen import Providers, cli
 from blazen.providers import PROVIDERS
-from blazen.testing import Pause, Reply, Stall, StreamServer, openai_sse, sse
+from blazen.testing import Drop, Pause, Reply, Stall, StreamServer, openai_sse, sse
 
 
 def events(out: str) -> list[dict]:
@@ -205,22 +205,145 @@ def test_ctrl_c_cancels_the_stream_closes_the_connection_and_exits_130():
         assert server.connections[0].closed_by == "client"
 
 
-def test_reader_going_away_ends_quietly():
-    """``blazen chat ... | head -1``: no traceback when stdout's reader closes."""
-    parts = [b for i in range(50) for b in (*sse({"choices": [{"index": 0, "delta": {
-        "content": f"w{i} "}}]}, done=False), Pause(0.02))]  # fmt: skip
-    with StreamServer([Reply.sse([*parts, *openai_sse([])])]) as server:
-        proc = _spawn_cli("--json", "--base-url", server.base_url, "hi")
+def _slow_answer(chunks: int, pause: float) -> Reply:
+    """A long answer, one word per ``pause`` seconds; the server closes after the last byte.
+
+    With ``transfer="close"`` the record says who ended it: ``"server"`` if it sent it all,
+    ``"client"`` if the CLI hung up first.
+    """
+    parts = [b for i in range(chunks) for b in (*sse({"choices": [{"index": 0, "delta": {
+        "content": f"w{i} "}}]}, done=False), Pause(pause))]  # fmt: skip
+    return Reply.sse([*parts, *openai_sse([])], transfer="close")
+
+
+@pytest.mark.skipif(shutil.which("head") is None, reason="needs head(1)")
+@pytest.mark.parametrize("mode", ["text", "json"])
+def test_head_closing_the_pipe_cancels_the_stream_and_exits_141_quietly(mode):
+    """``blazen chat ... | head -c 20``: the stream is cancelled, exit 141, nothing on stderr."""
+    with StreamServer([_slow_answer(400, 0.05)]) as server:
+        read_end, write_end = os.pipe()
+        flags = ["--json"] if mode == "json" else []
+        try:
+            cli_proc = subprocess.Popen(
+                [sys.executable, "-m", "blazen", "chat", *flags, "--base-url", server.base_url,
+                 "hi"], stdout=write_end, stderr=subprocess.PIPE,
+            )  # fmt: skip
+            head = subprocess.Popen(["head", "-c", "20"], stdin=read_end, stdout=subprocess.PIPE)
+        finally:
+            os.close(read_end)
+            os.close(write_end)
+        head_out, _ = head.communicate(timeout=30)
+        _, err = cli_proc.communicate(timeout=30)
+        assert len(head_out) == 20
+        assert cli_proc.returncode == cli.EXIT_BROKEN_PIPE == 141
+        assert err == b""
+        # The answer takes 20 s; the server saw the CLI hang up long before its last byte.
+        assert server.wait_closed(10)
+        (conn,) = server.connections
+        assert conn.closed_by == "client"
+        assert conn.closed_at is not None and conn.closed_at - conn.opened_at < 15
+
+
+@pytest.mark.parametrize("mode", ["text", "json"])
+@pytest.mark.parametrize("when", ["done", "error"])
+def test_reader_gone_before_the_last_write_exits_141_without_traceback(mode, when):
+    """The reader leaves after the text, before done or error is written: exit 141, no trace."""
+    first = sse({"choices": [{"index": 0, "delta": {"content": "Hello"}}]}, done=False)
+    end = [*openai_sse([])] if when == "done" else [Drop()]
+    with StreamServer([Reply.sse([*first, Pause(2), *end])]) as server:
+        flags = ["--json"] if mode == "json" else []
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "blazen", "chat", *flags, "--base-url", server.base_url, "hi"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
         assert proc.stdout is not None and proc.stderr is not None
-        proc.stdout.readline()
+        assert b"Hello" in (proc.stdout.readline() if mode == "json" else proc.stdout.read(5))
         proc.stdout.close()
-        deadline = time.monotonic() + 30
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        err = proc.stderr.read()
+        err = proc.stderr.read().decode()
         proc.stderr.close()
-        assert proc.wait(5) == 1
-        assert "Traceback" not in err and "BrokenPipe" not in err
+        assert "Traceback" not in err and "Exception ignored" not in err, err
+        assert proc.wait(30) == cli.EXIT_BROKEN_PIPE
+
+
+TRICKY = ["Hi ", "\U0001f600 ", "\u4e16\u754c", " \u00fc!"]
+
+
+@pytest.mark.parametrize("mode", ["text", "json"])
+@pytest.mark.parametrize(
+    ("encoding", "shown"),
+    [
+        ("ascii", "Hi ? ?? ?!"),
+        ("latin-1", "Hi ? ?? \u00fc!"),
+        ("utf-8", "Hi \U0001f600 \u4e16\u754c \u00fc!"),
+    ],
+)
+def test_text_the_output_encoding_cannot_show_is_replaced_or_escaped(mode, encoding, shown):
+    """Emoji and CJK on an ASCII or Latin-1 stdout: '?' in text mode, JSON escapes with --json."""
+    with StreamServer([Reply.sse(openai_sse(TRICKY))]) as server:
+        flags = ["--json"] if mode == "json" else []
+        proc = subprocess.run(
+            [sys.executable, "-m", "blazen", "chat", *flags, "--base-url", server.base_url, "hi"],
+            capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": encoding},
+        )  # fmt: skip
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    out = proc.stdout.decode(encoding)
+    if mode == "text":
+        assert out == shown + "\n"
+    else:
+        evs = events(out)
+        assert "".join(e["content"] or "" for e in evs[:-1]) == "".join(TRICKY)
+        assert evs[-1]["event"] == "done"
+
+
+@pytest.mark.parametrize("mode", ["text", "json"])
+def test_a_lone_surrogate_from_the_server_does_not_abort_a_utf8_stdout(mode):
+    """An unpaired \\ud83d escape in the stream: '?' in text mode, an escape in --json, exit 0."""
+    body = sse({"choices": [{"index": 0, "delta": {"content": "a\ud83db"}}]}, done=False)
+    with StreamServer([Reply.sse([*body, *openai_sse([])])]) as server:
+        flags = ["--json"] if mode == "json" else []
+        proc = subprocess.run(
+            [sys.executable, "-m", "blazen", "chat", *flags, "--base-url", server.base_url, "hi"],
+            capture_output=True, timeout=60, env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    if mode == "text":
+        assert proc.stdout == b"a?b\n"
+    else:
+        evs = events(proc.stdout.decode("utf-8"))
+        assert "".join(e["content"] or "" for e in evs[:-1]) == "a\ud83db"
+
+
+@pytest.mark.parametrize("prompt", ["", "   ", " \n\t "])
+def test_an_empty_prompt_argument_is_a_usage_error_and_sends_nothing(prompt, server, capsys):
+    """``blazen chat ""`` (or only whitespace): exit 2, a message on stderr, no request."""
+    assert chat("--base-url", server.base_url, prompt) == 2
+    assert "prompt is empty" in capsys.readouterr().err
+    assert server.requests == [] and server.connections == []
+
+
+@pytest.mark.parametrize("piped", ["", "\n", "  \n \n"])
+def test_an_empty_prompt_on_stdin_is_a_usage_error_and_sends_nothing(
+    piped, server, capsys, monkeypatch
+):
+    """``blazen chat -`` with nothing (or only whitespace) piped in: exit 2, no request."""
+    monkeypatch.setattr(sys, "stdin", io.StringIO(piped))
+    assert chat("--base-url", server.base_url, "-") == 2
+    assert "prompt is empty" in capsys.readouterr().err
+    assert server.requests == [] and server.connections == []
+
+
+def test_blazen_chat_dash_from_dev_null_exits_2_and_sends_nothing(server):
+    """``blazen chat - < /dev/null`` in a real process: exit 2, a clear message, no request."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "blazen", "chat", "--base-url", server.base_url, "-"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "prompt is empty" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+    assert server.requests == [] and server.connections == []
 
 
 def test_python_dash_m_blazen_version():
