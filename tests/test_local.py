@@ -6,12 +6,15 @@ one; ``test_local_model.py`` repeats what matters against llama-cpp-python itsel
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -210,3 +213,213 @@ def test_no_orphan_server_however_the_parent_ends(how, gguf):
     parent.wait(30)
     parent.stdout.close()
     assert gone(child), f"server {child} outlived its parent ({how})"
+
+
+# -- forked children ----------------------------------------------------------------------
+#
+# A fork copies every file descriptor and every Python object: a child of the program holds
+# the write end of the server's stdin and the LocalServer itself. None of that may make the
+# child an owner of the server: the parent's stop() is immediate, the parent's death ends the
+# server, and the child's exit (or its own stop()) leaves the parent's server alone.
+
+forks = pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+
+
+@contextlib.contextmanager
+def forked_children(how: str) -> Iterator[None]:
+    """Keep a forked child of this process alive (``os.fork`` or a fork Pool) for the block."""
+    if how == "pool":
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            assert pool.apply(os.getpid) != os.getpid()
+            yield
+        return
+    pid = os.fork()
+    if pid == 0:  # the child: sleep until killed, never return into pytest
+        try:
+            time.sleep(60)
+        finally:
+            os._exit(0)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+@forks
+@pytest.mark.parametrize("how", ["os.fork", "pool"])
+def test_stop_returns_at_once_while_a_forked_child_lives(how, monkeypatch, gguf):
+    """stop() ends the server at once even while a child forked after start() still runs."""
+    use_fake(monkeypatch, FAKE_SERVER)
+    server = local.start(gguf)
+    pid = server.pid
+    assert pid is not None
+    with forked_children(how):
+        began = time.monotonic()
+        server.stop()
+        took = time.monotonic() - began
+        assert gone(pid, within=2.0), "the server outlived stop()"
+    # A stop is a kill and a wait: milliseconds. The bound only absorbs a loaded machine.
+    assert took < 2.5, f"stop() took {took:.1f} s with a forked child alive"
+
+
+PARENT_WITH_CHILD = """
+import multiprocessing, os, sys, time
+from blazen import local
+def command(self, gguf):
+    return [sys.executable, "-c", local._WATCH_PARENT + {fake!r}, str(self.port)]
+local.LocalServer._command = command
+local._require = lambda bundled_model: None
+server = local.start({gguf!r})
+if sys.argv[1] == "pool":
+    pool = multiprocessing.get_context("fork").Pool(1)
+    child = pool.apply(os.getpid)
+    pool.apply_async(time.sleep, (600,))  # a worker busy with a task outlives its parent
+else:
+    child = os.fork()
+    if child == 0:
+        time.sleep(600)
+        os._exit(0)
+print(server.pid, child, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("how", ["os.fork", "pool"])
+def test_server_exits_when_its_program_is_killed_while_a_forked_child_lives(how, gguf):
+    """SIGKILL of the program ends its server even though a child it forked lives on."""
+    script = textwrap.dedent(PARENT_WITH_CHILD).format(fake=FAKE_SERVER, gguf=str(gguf))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, how], stdout=subprocess.PIPE, text=True
+    )
+    assert parent.stdout is not None
+    server, child = map(int, parent.stdout.readline().split())
+    try:
+        parent.kill()
+        parent.wait(30)
+        assert gone(server), f"server {server} outlived its program, kept by child {child}"
+    finally:
+        parent.stdout.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGKILL)
+
+
+CHILD_LEAVES_THE_BLOCK = """
+import os, sys, urllib.request
+from blazen import local
+def command(self, gguf):
+    return [sys.executable, "-c", local._WATCH_PARENT + {fake!r}, str(self.port)]
+local.LocalServer._command = command
+local._require = lambda bundled_model: None
+def answers(server):
+    try:
+        with urllib.request.urlopen(server.base_url + "/models", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+with local.start({gguf!r}) as server:
+    child = os.fork()
+    if child == 0:
+        # The child uses the parent's server, starts and stops one of its own, then leaves
+        # the with block and exits normally: __exit__ and atexit both run here.
+        assert server.running and answers(server)
+        with local.start({gguf!r}) as own:
+            assert own.pid != server.pid and answers(own)
+            own_pid = own.pid
+        try:
+            os.kill(own_pid, 0)
+            sys.exit(3)
+        except ProcessLookupError:
+            pass
+        sys.exit(0)
+    _, status = os.waitpid(child, 0)
+    print(os.waitstatus_to_exitcode(status), server.running and answers(server), flush=True)
+"""
+
+
+@forks
+def test_a_forked_child_that_exits_normally_leaves_the_parents_server_running(gguf):
+    """A child leaving the ``with`` block or exiting never stops the server its parent owns."""
+    script = textwrap.dedent(CHILD_LEAVES_THE_BLOCK).format(fake=FAKE_SERVER, gguf=str(gguf))
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "True"], out.stderr
+
+
+CHILD_FORKED_DURING_START = """
+import os, signal, sys, threading, time
+from blazen import local
+def command(self, gguf):
+    return [sys.executable, "-c", local._WATCH_PARENT + {never!r}, str(self.port), {pidfile!r}]
+local.LocalServer._command = command
+local._require = lambda bundled_model: None
+server = local.LocalServer({gguf!r}, startup_timeout=60)
+threading.Thread(target=server.start, daemon=True).start()  # holds the server's lock
+while server.pid is None:
+    time.sleep(0.01)
+child = os.fork()
+if child == 0:
+    signal.alarm(10)  # a hang ends the child with SIGALRM
+    server.stop()
+    os._exit(0)
+_, status = os.waitpid(child, 0)
+print(os.waitstatus_to_exitcode(status), server.running, flush=True)
+os.killpg(server.pid, signal.SIGKILL)
+"""
+
+
+def test_stop_in_a_child_forked_while_another_thread_starts_the_server_does_not_hang(
+    gguf, tmp_path
+):
+    """A child forked while a thread holds the server's lock can still call stop() on it."""
+    script = textwrap.dedent(CHILD_FORKED_DURING_START).format(
+        never=NEVER_READY, pidfile=str(tmp_path / "pid"), gguf=str(gguf)
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    # 0: the child's stop() returned; the parent's server was not touched by it.
+    assert out.stdout.split() == ["0", "True"], out.stderr
+
+
+PARENT_WITH_UNHOOKED_CHILD = """
+import os, sys, time
+from blazen import local
+def command(self, gguf):
+    return [sys.executable, "-c", {prefix!r} + local._WATCH_PARENT + {fake!r}, str(self.port)]
+local.LocalServer._command = command
+local._require = lambda bundled_model: None
+server = local.start({gguf!r})
+# A copy of the server's stdin pipe that no fork hook closes (a fork made in C, a dup).
+kept = os.dup(server._proc.stdin.fileno())
+child = os.fork()
+if child == 0:
+    time.sleep(600)
+    os._exit(0)
+print(server.pid, child, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(
+    "watch", ["pidfd", "getppid"] if hasattr(os, "pidfd_open") else ["getppid"]
+)
+def test_server_exits_when_its_program_is_killed_even_if_a_child_keeps_its_pipe(watch, gguf):
+    """The server watches the program that started it, not only its stdin pipe."""
+    prefix = "import os\n" + ("" if watch == "pidfd" else "del os.pidfd_open\n")
+    script = textwrap.dedent(PARENT_WITH_UNHOOKED_CHILD).format(
+        prefix=prefix, fake=FAKE_SERVER, gguf=str(gguf)
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    server, child = map(int, parent.stdout.readline().split())
+    try:
+        parent.kill()
+        parent.wait(30)
+        assert gone(server), f"server {server} outlived its program ({watch})"
+    finally:
+        parent.stdout.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGKILL)
