@@ -16,11 +16,11 @@ import functools
 import queue
 import threading
 import time
-from collections import deque
 from typing import Any, Callable, Optional
 
 from .._cancel import CancelToken, cancel_scope
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
+from .backlog import Backlog
 from .context import Context, Shared
 from .events import (
     START_EVENT,
@@ -83,9 +83,8 @@ class WorkflowRun:
         for step in steps:
             for event_type in step.accepts:
                 self.takers.setdefault(event_type, []).append(step)
-        self.pending: deque[tuple[Step, Event]] = deque()
+        self.backlog = Backlog()
         self.running: dict[StepCall, None] = {}  # insertion-ordered set
-        self.per_step: dict[str, int] = {}
         self.seen = 0
         self.last: Optional[tuple[str, str, list[str]]] = None
         self.started = 0.0
@@ -159,7 +158,7 @@ class WorkflowRun:
         if call not in self.running:  # an abandoned call's output or failure is ignored
             return None
         del self.running[call]
-        self.per_step[call.step.name] -= 1
+        self.backlog.done(call.step)
         step, event_type = call.step.name, call.event.event_type
         if isinstance(message, StepRaised):
             exc = message.error
@@ -204,7 +203,8 @@ class WorkflowRun:
                     step=None if call is None else call.step.name,
                     event_type=kind,
                 )
-            self.pending.extend((step, event) for step in takers)
+            for step in takers:
+                self.backlog.add(step, event)
         return None
 
     def _observe(self, event: Event) -> None:
@@ -217,17 +217,12 @@ class WorkflowRun:
             raise observer_error(self.workflow, event, exc) from exc
 
     def _start_calls(self) -> None:
-        """Start pending calls, oldest first, within the pool and each step's limit."""
-        if not self.pending or len(self.running) >= self.max_workers:
-            return
-        waiting: deque[tuple[Step, Event]] = deque()
-        while self.pending and len(self.running) < self.max_workers:
-            step, event = self.pending.popleft()
-            busy = self.per_step.get(step.name, 0)
-            if step.max_concurrency is not None and busy >= step.max_concurrency:
-                waiting.append((step, event))
-                continue
-            self.per_step[step.name] = busy + 1
+        """Start waiting calls, oldest first, within the pool and each step's limit."""
+        while len(self.running) < self.max_workers:
+            taken = self.backlog.take()
+            if taken is None:
+                return
+            step, event = taken
             deadline = (
                 None if step.timeout_ms is None else time.monotonic() + step.timeout_ms / 1000.0
             )
@@ -242,8 +237,6 @@ class WorkflowRun:
                 daemon=True,
             )
             thread.start()
-        waiting.extend(self.pending)
-        self.pending = waiting
 
     def _cancelled(self, token: CancelToken) -> CancelledError:
         reason = f": {token.reason}" if token.reason else ""
