@@ -315,6 +315,97 @@ def test_max_workers_bounds_the_step_calls_of_a_run():
     )
 
 
+def dispatcher_operations(n: int) -> tuple[int, list[object]]:
+    """The calls the dispatcher makes inside blazen/workflow while a capped step drains n events."""
+    wf = blazen.workflow("backlog", max_workers=8)
+    wf.step(
+        "fan",
+        accepts=[START],
+        emits=["Job"],
+        handler=lambda e: [Event.create("Job", i) for i in range(n)],
+    )
+    wf.step(
+        "job",
+        accepts=["Job"],
+        emits=["Done"],
+        max_concurrency=1,
+        handler=lambda e: Event.create("Done", e.data),
+    )
+
+    @wf.step("join", accepts=["Done"], emits=[STOP], max_concurrency=1)
+    def join(event, ctx):
+        got = ctx.collect(event, n)
+        return None if got is None else stop([e.data for e in got])
+
+    package = os.path.dirname(sys.modules[blazen.Workflow.__module__].__file__) + os.sep
+    count = [0]
+
+    def profile(frame, _event, _arg):
+        # Python calls and builtin calls (deque, dict, heap...) made from the engine's code,
+        # on this thread only: the dispatcher runs on the caller's thread.
+        if frame.f_code.co_filename.startswith(package):
+            count[0] += 1
+
+    sys.setprofile(profile)
+    try:
+        result = wf.run().result
+    finally:
+        sys.setprofile(None)
+    return count[0], result
+
+
+def test_a_capped_step_works_through_a_long_backlog_in_linear_time():
+    """Four times the events waiting on a max_concurrency step cost the dispatcher ~4x the work."""
+    small, small_result = dispatcher_operations(300)
+    large, large_result = dispatcher_operations(1200)
+    assert small_result == list(range(300)) and large_result == list(range(1200))
+    # Linear: ~4x. Rescanning the backlog on each completion made it ~16x.
+    assert large / small < 6, (small, large)
+
+
+def test_the_backlog_starts_calls_oldest_first_within_every_cap():
+    """Queued calls start in the order their events came, within each step's cap and the pool."""
+    wf = blazen.workflow("caps", max_workers=3)
+    lock = threading.Lock()
+    running = {"a": 0, "b": 0}
+    peak = {"a": 0, "b": 0, "all": 0}
+    started = {"a": [], "b": []}
+    n = 40
+    wf.step(
+        "fan",
+        accepts=[START],
+        emits=["A", "B"],
+        handler=lambda e: [Event.create("AB"[i % 2], i) for i in range(n)],
+    )
+
+    def work(name):
+        def handle(event):
+            with lock:
+                started[name].append(event.data)
+                running[name] += 1
+                peak[name] = max(peak[name], running[name])
+                peak["all"] = max(peak["all"], running["a"] + running["b"])
+            time.sleep(0.002)
+            with lock:
+                running[name] -= 1
+            return Event.create("Done")
+
+        return handle
+
+    wf.step("a", accepts=["A"], emits=["Done"], max_concurrency=1, handler=work("a"))
+    wf.step("b", accepts=["B"], emits=["Done"], max_concurrency=2, handler=work("b"))
+    wf.step(
+        "join",
+        accepts=["Done"],
+        emits=[STOP],
+        handler=lambda e, ctx: None if ctx.collect(e, n) is None else stop("ok"),
+    )
+    assert wf.run().result == "ok"
+    assert started["a"] == list(range(0, n, 2))  # one at a time, so exactly in order
+    assert sorted(started["b"]) == list(range(1, n, 2))
+    assert peak["a"] == 1 and peak["b"] <= 2 and peak["all"] <= 3
+
+
 def test_stop_event_ends_the_run_and_abandons_steps_still_running():
     """The first StopEvent wins; a step still running is told it was abandoned."""
     wf = blazen.workflow("race")
@@ -346,6 +437,197 @@ def test_stop_event_ends_the_run_and_abandons_steps_still_running():
     assert abandoned.wait(5) and finished.wait(5)
     assert len(late_publish) == 1 and "abandoned" in str(late_publish[0])
     assert "Late" not in seen
+
+
+class Chatter:
+    """A thread a step starts that publishes as fast as it can until ctx.publish refuses."""
+
+    def __init__(self, ctx, kind: str) -> None:
+        self.ctx = ctx
+        self.kind = kind
+        self.sent = 0  # publishes that returned normally
+        self.last_sent_at = 0.0  # when the last of them was called (time.monotonic)
+        self.error: BaseException | None = None
+        self.cancelled_when_refused: bool | None = None
+        self.thread = threading.Thread(target=self._run, name=f"chatter-{kind}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            called = time.monotonic()
+            try:
+                self.ctx.publish(Event.create(self.kind, self.sent))
+            except Exception as exc:
+                self.error = exc
+                self.cancelled_when_refused = self.ctx.cancelled
+                return
+            self.last_sent_at = called
+            self.sent += 1
+
+    def wait_sent(self, count: int) -> None:
+        deadline = time.monotonic() + 5
+        while self.sent < count and self.error is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+
+
+def test_publish_from_a_thread_after_its_step_returned_raises_cancelled_error():
+    """A thread still publishing after its step returned is refused, and nothing it sent is lost."""
+    wf = blazen.workflow("chatter")
+    chatters = []
+
+    @wf.step("spawn", accepts=[START], emits=["Next"])
+    def spawn(event, ctx):
+        chatters.append(Chatter(ctx, "Tick"))
+        chatters[0].wait_sent(3)
+        return Event.create("Next")
+
+    @wf.step("wait", accepts=["Next"], emits=[STOP])
+    def wait(event):
+        chatters[0].thread.join(10)  # spawn has returned; the run lives on meanwhile
+        return stop("done")
+
+    seen = []
+    assert wf.run(on_event=lambda e: seen.append(e.event_type)).result == "done"
+    chatter = chatters[0]
+    assert not chatter.thread.is_alive()
+    assert isinstance(chatter.error, blazen.CancelledError), chatter.error
+    assert "'spawn'" in str(chatter.error) and "returned" in str(chatter.error)
+    assert chatter.cancelled_when_refused is True
+    assert chatter.sent >= 3 and seen.count("Tick") == chatter.sent
+
+
+@pytest.mark.parametrize("ending", ["stop", "error", "timeout"])
+def test_publish_after_the_run_ended_raises_and_cancelled_is_true(ending):
+    """Once a run has ended, however it ended, ctx.cancelled is true and every publish raises."""
+    wf = blazen.workflow("afterlife")
+    chatters = {}
+    release = threading.Event()
+
+    @wf.step("spawn", accepts=[START], emits=["Go", "Stall"])
+    def spawn(event, ctx):
+        chatters["spawn"] = Chatter(ctx, "FromSpawn")
+        chatters["spawn"].wait_sent(3)
+        return [Event.create("Stall"), Event.create("Go")]
+
+    @wf.step("stall", accepts=["Stall"], emits=[STOP])
+    def stall(event, ctx):
+        chatters["stall"] = Chatter(ctx, "FromStall")
+        release.wait(10)  # still running when the run ends: abandoned
+        return None
+
+    @wf.step("go", accepts=["Go"], emits=[STOP], timeout_ms=1000 if ending == "timeout" else None)
+    def go(event):
+        deadline = time.monotonic() + 5
+        while "stall" not in chatters and time.monotonic() < deadline:
+            time.sleep(0.001)
+        chatters["stall"].wait_sent(3)
+        if ending == "error":
+            raise RuntimeError("boom")
+        if ending == "timeout":
+            release.wait(10)
+        return stop("done")
+
+    seen = []
+    try:
+        if ending == "stop":
+            assert wf.run(on_event=lambda e: seen.append(e.event_type)).result == "done"
+        else:
+            expected = WorkflowError if ending == "error" else blazen.TimeoutError
+            with pytest.raises(expected):
+                wf.run(on_event=lambda e: seen.append(e.event_type))
+        ended = time.monotonic()
+        assert {name: c.ctx.cancelled for name, c in chatters.items()} == {
+            "spawn": True,
+            "stall": True,
+        }
+        for chatter in chatters.values():
+            chatter.thread.join(10)
+            assert not chatter.thread.is_alive()
+            assert isinstance(chatter.error, blazen.CancelledError), chatter.error
+            assert chatter.cancelled_when_refused is True
+            assert chatter.sent >= 3 and chatter.last_sent_at < ended
+        if ending == "stop":  # everything publish accepted was shown, before the StopEvent
+            assert seen.count("FromSpawn") == chatters["spawn"].sent
+            assert seen.count("FromStall") == chatters["stall"].sent
+            assert seen[-1] == STOP
+    finally:
+        release.set()
+
+
+def test_every_event_publish_accepted_is_shown_before_the_stop_event():
+    """A step publishing while another ends the run: each publish that returned was observed."""
+    wf = blazen.workflow("race-the-stop")
+    sent = []
+    refused = []
+
+    @wf.step("chat", accepts=[START], emits=[])
+    def chat(event, ctx):
+        count = 0
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                ctx.publish(Event.create("Tick", count))
+            except blazen.CancelledError:
+                refused[-1].set()
+                break
+            count += 1
+            sent[-1] = count
+
+    @wf.step("finish", accepts=[START], emits=[STOP])
+    def finish(event):
+        deadline = time.monotonic() + 5
+        while sent[-1] < 3 and time.monotonic() < deadline:
+            time.sleep(0.0005)
+        return stop("done")
+
+    for _ in range(20):  # the race is lost at random: run it enough times to see it
+        sent.append(0)
+        refused.append(threading.Event())
+        seen = []
+        wf.run(on_event=lambda e, seen=seen: seen.append(e.event_type))
+        assert refused[-1].wait(5)  # so its count is final
+        assert seen.count("Tick") == sent[-1] >= 3
+        assert seen[-1] == STOP
+
+
+def live(kind: type, name_of, name: str) -> int:
+    """How many objects of ``kind`` are alive whose ``name_of(obj)`` is ``name``."""
+    gc.collect()
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, kind) and name_of(obj) == name)
+
+
+def test_threads_that_outlive_their_runs_hold_no_run_state():
+    """Step threads that outlive their runs are refused, queue nothing, and hold no dispatcher."""
+    from blazen.workflow import context, handoff, run
+
+    wf = blazen.workflow("leftovers")
+    chatters = []
+
+    @wf.step("spawn", accepts=[START], emits=[STOP])
+    def spawn(event, ctx):
+        chatter = Chatter(ctx, "Tick")
+        chatters.append(chatter)
+        chatter.wait_sent(2)
+        return stop(len(chatters))
+
+    for _ in range(20):
+        wf.run()
+    for chatter in chatters:
+        chatter.thread.join(10)
+        assert isinstance(chatter.error, blazen.CancelledError), chatter.error
+    del chatter
+
+    def workflow_of(obj):
+        return obj.workflow
+
+    # The chatters still hold their contexts, so each run's shared part lives on, and no more.
+    assert live(context.Shared, workflow_of, "leftovers") == 20
+    assert live(run.WorkflowRun, workflow_of, "leftovers") == 0
+    assert live(handoff.Published, lambda p: p.call.step.name, "spawn") == 0
+    chatters.clear()
+    assert live(context.Shared, workflow_of, "leftovers") == 0
+    assert live(handoff.StepCall, lambda c: c.step.name, "spawn") == 0
 
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")

@@ -238,7 +238,8 @@ class Workflow:
 
         ``data`` (JSON-serialisable) is the StartEvent's data. ``on_event(event)`` sees
         every event in order of emission, on this thread, including those steps publish
-        with ``ctx.publish``; if it raises, the run stops with a :class:`WorkflowError`.
+        with ``ctx.publish`` (each one it accepted, before the StopEvent); if it raises,
+        the run stops with a :class:`WorkflowError`.
         Raises :class:`WorkflowError` when a step raises or the run cannot go on,
         :class:`blazen.TimeoutError` when the time budget runs out and
         :class:`blazen.CancelledError` when ``cancel`` is cancelled.

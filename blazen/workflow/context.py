@@ -3,6 +3,12 @@
 A context is one step call's window on what every call of its run shares (state, fan-in
 groups, the run's queue). It is used from the step's thread, or any thread the step starts,
 so it only takes the run's lock and posts to the queue; the dispatcher does the rest.
+
+What is posted is decided under the run's lock: once a call is over (its step returned or
+raised) ``publish`` refuses for it, and once the run has ended nothing more is posted. So an
+event that ``publish`` accepted is on the queue before its call's outcome and before the
+end, and the dispatcher can show every one of them; nothing is left behind in a queue that
+no one reads.
 """
 
 from __future__ import annotations
@@ -10,12 +16,12 @@ from __future__ import annotations
 import queue
 import threading
 import uuid
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .._cancel import CancelToken
 from ..errors import CancelledError, ValidationError
 from .events import START_EVENT, STOP_EVENT, Event
-from .handoff import Message, Published, StepCall
+from .handoff import Message, Published, StepCall, StepRaised, StepReturned
 
 __all__ = ["Context", "Shared"]
 
@@ -23,7 +29,7 @@ __all__ = ["Context", "Shared"]
 class Shared:
     """What every step of one run shares."""
 
-    __slots__ = ("collected", "lock", "queue", "run_id", "state", "workflow")
+    __slots__ = ("collected", "ended", "lock", "queue", "run_id", "state", "workflow")
 
     def __init__(self, workflow: str) -> None:
         self.workflow = workflow
@@ -32,12 +38,33 @@ class Shared:
         self.state: dict[str, Any] = {}
         self.collected: dict[str, list[Event]] = {}
         self.queue: queue.SimpleQueue[Message] = queue.SimpleQueue()
+        #: Set under ``lock`` by the dispatcher when the run ends: nothing is posted after.
+        self.ended = False
+
+    def post(self, message: Message) -> None:
+        """Put ``message`` on the run's queue, unless the run has ended. Any thread."""
+        with self.lock:
+            if not self.ended:
+                self.queue.put(message)
+
+    def finish(self, message: Union[StepReturned, StepRaised]) -> None:
+        """Post a call's outcome; its context's ``publish`` refuses from now on."""
+        with self.lock:
+            message.call.over = True
+            if not self.ended:
+                self.queue.put(message)
+
+    def end(self) -> None:
+        """Refuse every later post: once this returns, the queue holds all it ever will."""
+        with self.lock:
+            self.ended = True
 
 
 class Context:
     """What a step sees of its run: shared state, the run id, and a way to publish events.
 
-    Safe to use from any thread the step starts. Example::
+    Safe to use from any thread the step starts. ``publish`` works until the step returns;
+    a step that starts threads to publish should wait for them before it returns. Example::
 
         @wf.step("answer", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
         def answer(event, ctx):
@@ -70,13 +97,22 @@ class Context:
 
     @property
     def cancel_token(self) -> CancelToken:
-        """Cancelled when the run stops needing this step (time budget, cancel, failure, end)."""
+        """Cancelled once this call is over: its step returned, or the run abandoned it.
+
+        The run abandons the calls still running when it ends, whether by its StopEvent, a
+        failure, its time budget or a cancel; the streams under the token stop.
+        """
         return self._call.token
 
     @property
     def cancelled(self) -> bool:
-        """Whether the run has abandoned this step; a long step should check and return."""
-        return self._call.token.cancelled
+        """Whether this call is over: its step returned, or its run abandoned it or ended.
+
+        A long step, and any thread it starts, should check it and stop: once it is true,
+        ``publish`` raises :class:`blazen.CancelledError`.
+        """
+        call = self._call
+        return call.over or self._shared.ended or call.token.cancelled
 
     def get(self, key: str, default: Any = None) -> Any:
         """The shared value stored under ``key``, or ``default``."""
@@ -91,7 +127,10 @@ class Context:
     def publish(self, event: Event) -> None:
         """Show ``event`` to the run's ``on_event`` observer now, mid-step; it is not routed.
 
-        Raises :class:`blazen.CancelledError` once the run has abandoned this step.
+        Works from the step's thread and any thread it starts, until the step returns; an
+        event it accepted is shown before ``run`` returns (unless the run fails). Raises
+        :class:`blazen.CancelledError` once :attr:`cancelled` is true: after the step has
+        returned, or once the run has abandoned it or ended.
         """
         if not isinstance(event, Event):
             msg = f"ctx.publish takes an Event, got {type(event).__name__}"
@@ -102,10 +141,21 @@ class Context:
                 "the StartEvent, and a StopEvent must be returned to end the run"
             )
             raise ValidationError(msg)
-        if self._call.token.cancelled:
-            msg = f"step {self.step!r} was abandoned by its run: {self._call.token.reason}"
-            raise CancelledError(msg)
-        self._shared.queue.put(Published(self._call, event))
+        call, shared = self._call, self._shared
+        with shared.lock:
+            if not (call.over or shared.ended or call.token.cancelled):
+                shared.queue.put(Published(call, event))
+                return
+        if call.over:
+            msg = (
+                f"step {self.step!r} published {event.event_type!r} after it had returned: "
+                "ctx.publish works only while the step runs; have the step wait for the "
+                "threads it starts before it returns"
+            )
+        else:
+            reason = call.token.reason or f"run {shared.run_id} has ended"
+            msg = f"step {self.step!r} was abandoned by its run: {reason}"
+        raise CancelledError(msg)
 
     def collect(self, event: Event, count: int) -> Optional[list[Event]]:
         """Fan-in: keep ``event``; once ``count`` events of its type are kept, return them.

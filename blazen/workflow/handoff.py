@@ -31,7 +31,7 @@ class StepCall:
     from a call it has already abandoned finds it missing there.
     """
 
-    __slots__ = ("deadline", "event", "step", "token")
+    __slots__ = ("deadline", "event", "over", "step", "token")
 
     def __init__(self, step: Step, event: Event, deadline: Optional[float]) -> None:
         self.step = step
@@ -40,6 +40,9 @@ class StepCall:
         self.deadline = deadline
         #: The call's ambient token: the dispatcher cancels it to stop the streams inside.
         self.token = CancelToken()
+        #: Set under the run's lock once the handler has returned or raised: from then on
+        #: ``ctx.publish`` refuses, so every event it accepted precedes the call's outcome.
+        self.over = False
 
 
 class StepReturned:

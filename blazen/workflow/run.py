@@ -16,11 +16,11 @@ import functools
 import queue
 import threading
 import time
-from collections import deque
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from .._cancel import CancelToken, cancel_scope
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
+from .backlog import Backlog
 from .context import Context, Shared
 from .events import (
     START_EVENT,
@@ -45,19 +45,22 @@ __all__ = ["WorkflowRun", "observer_error"]
 
 
 def _step_thread(shared: Shared, call: StepCall) -> None:
-    put = shared.queue.put
     step = call.step
+    outcome: Union[StepReturned, StepRaised]
     try:
         with cancel_scope(call.token):
             if step.wants_ctx:
                 value = step.handler(call.event, Context(shared, call))
             else:
                 value = step.handler(call.event)
-        output = StepOutput.of(value)
+        outcome = StepReturned(call, StepOutput.of(value).events)
     except BaseException as exc:  # the dispatcher decides what any failure means
-        put(StepRaised(call, exc))
-    else:
-        put(StepReturned(call, output.events))
+        outcome = StepRaised(call, exc)
+    shared.finish(outcome)
+    # The call is over: what its token still reaches (a stream in a thread the step left
+    # behind) works for nobody now.
+    did = "returned" if isinstance(outcome, StepReturned) else "raised"
+    call.token.cancel(f"step {step.name!r} has {did}")
 
 
 class WorkflowRun:
@@ -83,9 +86,8 @@ class WorkflowRun:
         for step in steps:
             for event_type in step.accepts:
                 self.takers.setdefault(event_type, []).append(step)
-        self.pending: deque[tuple[Step, Event]] = deque()
+        self.backlog = Backlog()
         self.running: dict[StepCall, None] = {}  # insertion-ordered set
-        self.per_step: dict[str, int] = {}
         self.seen = 0
         self.last: Optional[tuple[str, str, list[str]]] = None
         self.started = 0.0
@@ -97,15 +99,15 @@ class WorkflowRun:
 
     def abort(self, err: BaseException) -> None:
         """End the run with ``err`` as soon as the dispatcher wakes. Any thread."""
-        self.shared.queue.put(RunAborted(err))
+        self.shared.post(RunAborted(err))
 
     def drive(self, data: Any) -> WorkflowResult:
         """Run to the StopEvent and return the result, or raise how the run failed."""
         start = Event.create(START_EVENT, data)
         self.started = time.monotonic()
         deadline = None if self.timeout_ms is None else self.started + self.timeout_ms / 1000.0
-        put = self.shared.queue.put
-        unsubscribe = [t.subscribe(functools.partial(put, RunCancelled(t))) for t in self.tokens]
+        post = self.shared.post
+        unsubscribe = [t.subscribe(functools.partial(post, RunCancelled(t))) for t in self.tokens]
         try:
             for token in self.tokens:
                 if token.cancelled:
@@ -139,11 +141,13 @@ class WorkflowRun:
                 run_id=self.run_id,
             )
         finally:
+            self.shared.end()
             for unsub in unsubscribe:
                 unsub()
             # Abandon whatever still runs: its streams are cancelled, its output ignored.
             for call in self.running:
                 call.token.cancel(f"workflow {self.workflow!r} run {self.run_id} has ended")
+            self._drain()
 
     def _handle(self, message: Message) -> Optional[Event]:
         """Act on one message; return the StopEvent when it ends the run."""
@@ -153,13 +157,12 @@ class WorkflowRun:
             raise message.error
         call = message.call
         if isinstance(message, Published):
-            if call in self.running:  # a late publish from an abandoned call is dropped
-                self._observe(message.event)
+            self._observe(message.event)  # publish refuses once its call is over
             return None
         if call not in self.running:  # an abandoned call's output or failure is ignored
             return None
         del self.running[call]
-        self.per_step[call.step.name] -= 1
+        self.backlog.done(call.step)
         step, event_type = call.step.name, call.event.event_type
         if isinstance(message, StepRaised):
             exc = message.error
@@ -192,6 +195,12 @@ class WorkflowRun:
                     raise ValidationError(
                         f"step {call.step.name!r} emitted {START_EVENT}; only the run emits it"
                     )
+            if kind == STOP_EVENT:
+                # What publish accepted until now is shown before the StopEvent; from
+                # now on it refuses, so a publish that returned was seen.
+                self.shared.end()
+                for published in self._drain():
+                    self._observe(published.event)
             self._observe(event)
             if kind == STOP_EVENT:
                 return event
@@ -204,8 +213,20 @@ class WorkflowRun:
                     step=None if call is None else call.step.name,
                     event_type=kind,
                 )
-            self.pending.extend((step, event) for step in takers)
+            for step in takers:
+                self.backlog.add(step, event)
         return None
+
+    def _drain(self) -> list[Published]:
+        """Empty the queue of an ended run; the events published by calls still running."""
+        published: list[Published] = []
+        while True:
+            try:
+                message = self.shared.queue.get_nowait()
+            except queue.Empty:
+                return published
+            if isinstance(message, Published) and message.call in self.running:
+                published.append(message)
 
     def _observe(self, event: Event) -> None:
         self.seen += 1
@@ -217,17 +238,12 @@ class WorkflowRun:
             raise observer_error(self.workflow, event, exc) from exc
 
     def _start_calls(self) -> None:
-        """Start pending calls, oldest first, within the pool and each step's limit."""
-        if not self.pending or len(self.running) >= self.max_workers:
-            return
-        waiting: deque[tuple[Step, Event]] = deque()
-        while self.pending and len(self.running) < self.max_workers:
-            step, event = self.pending.popleft()
-            busy = self.per_step.get(step.name, 0)
-            if step.max_concurrency is not None and busy >= step.max_concurrency:
-                waiting.append((step, event))
-                continue
-            self.per_step[step.name] = busy + 1
+        """Start waiting calls, oldest first, within the pool and each step's limit."""
+        while len(self.running) < self.max_workers:
+            taken = self.backlog.take()
+            if taken is None:
+                return
+            step, event = taken
             deadline = (
                 None if step.timeout_ms is None else time.monotonic() + step.timeout_ms / 1000.0
             )
@@ -242,8 +258,6 @@ class WorkflowRun:
                 daemon=True,
             )
             thread.start()
-        waiting.extend(self.pending)
-        self.pending = waiting
 
     def _cancelled(self, token: CancelToken) -> CancelledError:
         reason = f": {token.reason}" if token.reason else ""
