@@ -25,7 +25,7 @@ import requests
 import requests.adapters
 
 from .._version import __version__
-from ..errors import CancelledError
+from ..errors import CancelledError, ValidationError
 from .abort import POOLS, Abort, current
 from .request import HttpRequest
 from .response import Response
@@ -48,6 +48,18 @@ class _Adapter(requests.adapters.HTTPAdapter):
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         _own_pools(manager)
         return manager
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        # The model checked verify= when it was built; a CA bundle removed since is still
+        # the setting's fault, not "the connection broke" worth two retries.
+        try:
+            super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
+        except OSError as exc:
+            msg = (
+                f"verify={verify!r} cannot be used any more: {exc} (was the CA bundle moved "
+                "or deleted? pass the path of a CA bundle, or True for the default CAs)"
+            )
+            raise ValidationError(msg) from None
 
 
 def _close_pool(pool: Any) -> None:
