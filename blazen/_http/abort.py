@@ -217,6 +217,19 @@ class _AbortAware:
             data = held + data
         super().send(data)  # type: ignore[misc]
 
+    def _tunnel(self) -> None:
+        try:
+            super()._tunnel()  # type: ignore[misc]
+        except socket.timeout as exc:
+            # The proxy took the connection and never answered CONNECT: its fault, not a
+            # TLS handshake's with the provider.
+            me: Any = self
+            raise urllib3.exceptions.ConnectTimeoutError(
+                me,
+                f"the proxy {me.host}:{me.port} did not answer CONNECT to {me._tunnel_host} "
+                f"(connect timeout={me.timeout})",
+            ) from exc
+
     def connect(self) -> None:
         abort: Optional[Abort] = getattr(_local, "abort", None)
         try:

@@ -25,8 +25,9 @@ from ..errors import (
     ValidationError,
     safe_str,
 )
+from .urls import Proxy, shown_url
 
-__all__ = ["CATCH_ALL", "EXCEPTIONS", "map_exception"]
+__all__ = ["CATCH_ALL", "EXCEPTIONS", "map_exception", "proxy_refused"]
 
 # Most specific first: the first class that matches decides. Every exception class of
 # requests, urllib3, http.client, ssl and socket is placed here by name or by a parent that
@@ -126,18 +127,30 @@ def map_exception(
     url: str,
     connect_timeout: Optional[float],
     read_timeout: Optional[float],
+    proxy: Optional[Proxy] = None,
 ) -> BlazenError:
-    """Map an exception raised while talking HTTP to the blazen error that says what happened."""
+    """Map an exception raised while talking HTTP to the blazen error that says what happened.
+
+    With a ``proxy``, a failure to connect is the proxy's and says so; ``url`` and the
+    proxy are shown with their passwords masked.
+    """
     if isinstance(exc, BlazenError):
         return exc
     what = next((w for cls, w in EXCEPTIONS if isinstance(exc, cls)), "unknown")
+    if what == "proxy" and _timed_out(_innermost(exc)):
+        # urllib3 wraps a timeout reaching the proxy (a stalled TLS handshake with an
+        # https:// proxy) as a proxy error; it is the connect timeout all the same.
+        what = "connect_timeout"
     text = safe_str(exc)
+    url = shown_url(url)
+    # Through a proxy every socket blazen opens goes to the proxy: say so.
+    via = "" if proxy is None else f" through the proxy {proxy}"
     err: BlazenError
     if what == "connect_timeout":
+        hint = "is the server up?" if proxy is None else f"is the {proxy.variable} proxy up?"
         err = TimeoutError(
-            f"could not connect to {provider} at {url} within the connect timeout of "
-            f"{_seconds(connect_timeout)} (is the server up? raise connect_timeout= if it is "
-            "slow)",
+            f"could not connect to {provider} at {url}{via} within the connect timeout of "
+            f"{_seconds(connect_timeout)} ({hint} raise connect_timeout= if it is slow)",
             limit="connect",
             seconds=connect_timeout or 0.0,
             provider=provider,
@@ -145,24 +158,20 @@ def map_exception(
         )
     elif what == "read_timeout":
         err = TimeoutError(
-            f"{provider} sent nothing for {_seconds(read_timeout)} (idle timeout); the stream "
-            "was stopped (raise idle_timeout= for slow models)",
+            f"{provider} sent nothing{via} for {_seconds(read_timeout)} (idle timeout); the "
+            "stream was stopped (raise idle_timeout= for slow models)",
             limit="idle",
             seconds=read_timeout or 0.0,
             provider=provider,
         )
     elif what == "tls":
         err = ConnectionError(
-            f"TLS handshake with {provider} at {url} failed: {text} (check the certificate; "
-            "verify= can point at a CA bundle)",
+            f"TLS handshake with {provider} at {url}{via} failed: {text} (check the "
+            "certificate; verify= can point at a CA bundle)",
             provider=provider,
         )
-    elif what == "proxy":
-        err = ConnectionError(
-            f"the proxy for {url} refused or failed: {text}",
-            provider=provider,
-            retryable=True,
-        )
+    elif what == "proxy" or (what == "connect" and proxy is not None):
+        err = _proxy_failed(exc, provider, url, proxy)
     elif what == "connect":
         err = ConnectionError(
             f"could not connect to {provider} at {url}: {_reason(exc)} (is the server running "
@@ -172,7 +181,7 @@ def map_exception(
         )
     elif what == "broken":
         err = ConnectionError(
-            f"the connection to {provider} broke: {_reason(exc)}",
+            f"the connection to {provider}{via} broke: {_reason(exc)}",
             provider=provider,
             retryable=True,
         )
@@ -190,22 +199,85 @@ def map_exception(
     return err
 
 
+# http.client's words when a proxy answers CONNECT with anything but 200.
+_TUNNEL_FAILED = re.compile(r"Tunnel connection failed: (\d{3})\b ?(.*)$", re.DOTALL)
+
+
+def _proxy_failed(
+    exc: BaseException, provider: str, url: str, proxy: Optional[Proxy]
+) -> ConnectionError:
+    reason = _reason(exc)
+    refused = _TUNNEL_FAILED.search(reason)
+    if refused is not None:
+        return proxy_refused(provider, proxy, int(refused.group(1)), refused.group(2))
+    if proxy is None:
+        return ConnectionError(
+            f"the proxy for {provider} at {url} failed: {reason} (check the proxy settings)",
+            provider=provider,
+            retryable=True,
+        )
+    return ConnectionError(
+        f"could not reach the proxy {proxy} for {provider} at {url}: {reason} (is the proxy "
+        f"up and {proxy.variable} right?)",
+        provider=provider,
+        retryable=True,
+    )
+
+
+def proxy_refused(
+    provider: str, proxy: Optional[Proxy], status: int, reason: str
+) -> ConnectionError:
+    """A proxy answered ``status`` itself (to CONNECT, or 407 to a forwarded request).
+
+    A proxy that asks for credentials (407) or forbids the host (403) answers the same
+    again: only its 5xx answers are worth a retry.
+    """
+    who = f"the proxy {proxy}" if proxy is not None else f"a proxy between blazen and {provider}"
+    answer = f"HTTP {status} {reason}".strip()
+    if status == 407:
+        where = proxy.variable if proxy is not None else "HTTPS_PROXY"
+        what = f"asks for credentials ({answer}); check the user and password in {where}"
+        what += " (http://user:password@host:port)"
+    elif status >= 500:
+        what = f"could not reach {provider} ({answer}); is {provider} up, and reachable from it?"
+    else:
+        what = f"refused the request to {provider} ({answer}); check that it lets the host through"
+    return ConnectionError(
+        f"{who} {what}", provider=provider, status=status, retryable=status >= 500
+    )
+
+
 _CONNECTION_PREFIX = re.compile(r"^(?:<[^>]*object at 0x[0-9a-fA-F]+>|\w+\(host=[^)]*\)): ")
 
 
-def _reason(exc: BaseException) -> str:
+def _innermost(exc: BaseException) -> BaseException:
     # requests nests urllib3's reason several levels deep; the innermost says the most.
     seen: BaseException = exc
     for _ in range(5):
         inner = seen.args[0] if seen.args and isinstance(seen.args[0], BaseException) else None
-        inner = inner or getattr(seen, "reason", None)
+        # urllib3 keeps its inner error on .reason, or on .original_error for a proxy's.
+        inner = inner or getattr(seen, "reason", None) or getattr(seen, "original_error", None)
         if not isinstance(inner, BaseException):
             break
         seen = inner
-    text = safe_str(seen)
+    return seen
+
+
+def _timed_out(exc: BaseException) -> bool:
+    # urllib3 derives NewConnectionError (refused, unresolved) from ConnectTimeoutError.
+    if isinstance(exc, U.NewConnectionError):
+        return False
+    return isinstance(exc, (U.ConnectTimeoutError, socket.timeout))
+
+
+def _reason(exc: BaseException) -> str:
+    seen = _innermost(exc)
+    args = seen.args
+    if len(args) == 2 and isinstance(args[1], str) and not isinstance(args[0], str):
+        return args[1]  # urllib3's (connection, message): the message alone
     # urllib3 names the connection first ("HTTPConnection(host='h', port=1): Failed to
     # ..." or "<... object at 0x...>: Failed to ..."); the reason after it is what helps.
-    return _CONNECTION_PREFIX.sub("", text)
+    return _CONNECTION_PREFIX.sub("", safe_str(seen))
 
 
 

@@ -6,6 +6,8 @@ Two things here are not what a plain ``requests.post(stream=True)`` gives:
   that stream's :class:`Abort`, which shuts it down on cancel, even mid-``recv``.
 - **A request prepared once per model**: the URL and headers are parsed and validated on
   the first request and copied with each new body after that.
+- **Proxy settings read once, when the model is built** (:func:`.urls.environ_proxy`): a
+  setting requests could not use is refused then, naming its variable.
 
 What comes back is a :class:`~.response.Response`, never a ``requests.Response``.
 """
@@ -25,10 +27,11 @@ import requests
 import requests.adapters
 
 from .._version import __version__
-from ..errors import CancelledError
+from ..errors import CancelledError, ValidationError
 from .abort import POOLS, Abort, current
 from .request import HttpRequest
 from .response import Response
+from .urls import Proxy, environ_proxy
 
 __all__ = ["Transport"]
 
@@ -48,6 +51,18 @@ class _Adapter(requests.adapters.HTTPAdapter):
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
         _own_pools(manager)
         return manager
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        # The model checked verify= when it was built; a CA bundle removed since is still
+        # the setting's fault, not "the connection broke" worth two retries.
+        try:
+            super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
+        except OSError as exc:
+            msg = (
+                f"verify={verify!r} cannot be used any more: {exc} (was the CA bundle moved "
+                "or deleted? pass the path of a CA bundle, or True for the default CAs)"
+            )
+            raise ValidationError(msg) from None
 
 
 def _close_pool(pool: Any) -> None:
@@ -79,12 +94,21 @@ class Transport:
 
     After ``os.fork()`` the child starts with an empty pool: a pooled socket is shared by
     both processes, and two processes writing requests on one connection interleave them.
+
+    ``url`` is the model's base URL: every request goes to its scheme and host, so the
+    proxy settings read for it hold for all of them. Raises
+    :class:`~blazen.ValidationError` when the proxy set for it could not be used.
     """
 
-    def __init__(self, *, max_connections: int, verify: bool | str) -> None:
+    def __init__(self, *, max_connections: int, verify: bool | str, url: str) -> None:
         self._max = max_connections
         self._verify = verify
-        self._proxy_cache: dict[str, dict[str, str]] = {}
+        # Reading the proxy variables walks and decodes the whole environment, twice: that
+        # was a quarter of the CPU a short stream costs. Like httpx, read them once per
+        # client (here per model) rather than on every request.
+        self._proxies, proxy = environ_proxy(url)
+        #: The proxy this model's requests go through, or None.
+        self.proxy: Optional[Proxy] = proxy
         self._prepared: dict[tuple[Any, ...], requests.PreparedRequest] = {}
         self._told_full = False
         self._fresh_state()
@@ -186,15 +210,6 @@ class Transport:
         prepared.headers["Content-Length"] = str(len(request.body))
         return prepared
 
-    def _proxies(self, url: str) -> dict[str, str]:
-        # Reading the proxy variables walks and decodes the whole environment, twice: that
-        # was a quarter of the CPU a short stream costs. Like httpx, read them once per
-        # client (here per model and URL) rather than on every request.
-        proxies = self._proxy_cache.get(url)
-        if proxies is None:
-            proxies = self._proxy_cache[url] = requests.utils.get_environ_proxies(url)
-        return proxies
-
     def close(self) -> None:
         """Close every pooled connection."""
         with self._lock:
@@ -228,7 +243,7 @@ class Transport:
                 timeout=(connect_timeout, read_timeout),
                 allow_redirects=False,
                 verify=self._verify,
-                proxies=self._proxies(request.url),
+                proxies=self._proxies,
             )
             return Response(resp, abort)
         finally:

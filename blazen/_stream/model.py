@@ -6,9 +6,9 @@ import weakref
 from typing import Optional
 
 from .._cancel import CancelToken
-from .._http import Transport
+from .._http import Transport, shown_url, url_masks
 from .._types import CompletionRequest, CompletionResponse
-from ..errors import BlazenError, RedactedError, redact, safe_str
+from ..errors import BlazenError, RedactedError, safe_str
 from .blocking import complete_blocking
 from .checks import check_controls, check_request
 from .options import ModelOptions
@@ -41,12 +41,19 @@ class ChatModel:
         #: How requests are built and payloads read (see :class:`~.wire.WireFormat`).
         self.wire = wire
         self._options = options
-        # A placeholder such as "ollama", "none" or "x" guards nothing, and masking it would
-        # rewrite honest text ("ollama" in an answer): only credential-length keys count.
-        self._secrets = tuple(s for s in secrets if len(s) >= MIN_SECRET_LENGTH)
-        #: This model's pooled connections.
+        #: This model's pooled connections (and the proxy they go through, if any).
         self.transport = Transport(
-            max_connections=options.max_connections, verify=options.verify
+            max_connections=options.max_connections, verify=options.verify, url=base_url
+        )
+        # What every error, log line and repr passes through: (secret, shown instead). A
+        # placeholder key such as "ollama", "none" or "x" guards nothing, and masking it
+        # would rewrite honest text ("ollama" in an answer): only credential-length keys
+        # count. Passwords in base_url or the proxy URL are masked in every form they take.
+        proxy = self.transport.proxy
+        self._masks: tuple[tuple[str, str], ...] = (
+            *url_masks(base_url),
+            *(url_masks(proxy.url) if proxy is not None else ()),
+            *((s, "***") for s in secrets if len(s) >= MIN_SECRET_LENGTH),
         )
         self.model = model
         self.base_url = base_url
@@ -83,8 +90,11 @@ class ChatModel:
         return response
 
     def redact(self, text: str) -> str:
-        """``text`` with this model's keys masked: every message passes through here."""
-        return redact(text, self._secrets) if self._secrets else text
+        """``text`` with this model's keys and passwords masked: every message passes here."""
+        for secret, shown in self._masks:
+            if secret in text:
+                text = text.replace(secret, shown)
+        return text
 
     def scrub(self, err: BlazenError) -> BlazenError:
         """Mask this model's keys everywhere in ``err``, whatever path built it.
@@ -94,7 +104,7 @@ class ChatModel:
         error's document) is replaced by a :class:`~blazen.errors.RedactedError` that keeps
         its class name and masked text.
         """
-        if not self._secrets:
+        if not self._masks:
             return err
         err.message = self.redact(err.message)
         err.args = (err.message,)
@@ -127,7 +137,7 @@ class ChatModel:
             text = f"{exc!r} {safe_str(exc)} {exc.args!r} {vars(exc)!r}"
         except Exception:
             return True  # what cannot be read cannot be vouched for
-        return any(secret in text for secret in self._secrets)
+        return any(secret in text for secret, _ in self._masks)
 
     def close(self) -> None:
         """Close this model's pooled connections (it reconnects if used again)."""
@@ -136,7 +146,7 @@ class ChatModel:
     def __repr__(self) -> str:
         return (
             f"ChatModel(provider={self.provider!r}, model={self.model!r}, "
-            f"base_url={self.base_url!r})"
+            f"base_url={shown_url(self.base_url)!r})"
         )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import ssl
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -41,6 +43,42 @@ def _check_header(name: str, value: str) -> None:
         raise ValidationError(msg)
 
 
+def _check_verify(path: str) -> None:
+    """Refuse a ``verify=`` path that cannot be a CA bundle, before anything is sent.
+
+    requests reads it on every connection and would fail each one as if the network had;
+    and it takes ``""`` for False, turning verification off without a word.
+    """
+    if not path:
+        msg = (
+            'verify="" names no CA bundle (an unset variable?); pass the path of a CA bundle, '
+            "True for the default CAs, or False to turn verification off"
+        )
+        raise ValidationError(msg)
+    if not os.path.exists(path):
+        tilde = " (~ is not expanded: pass the full path)" if path.startswith("~") else ""
+        msg = (
+            f"verify={path!r}: that file or directory does not exist{tilde}; pass the path "
+            "of a CA bundle (a PEM file) or of a directory of CA certificates, or True for "
+            "the default CAs"
+        )
+        raise ValidationError(msg)
+    if os.path.isdir(path):
+        return  # a directory of hashed certificates (c_rehash), as requests allows
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+    except OSError as exc:  # ssl.SSLError is one
+        reason = exc.strerror or str(exc)
+    else:
+        return
+    # Raised outside the except block: nothing is chained to it.
+    msg = (
+        f"verify={path!r} cannot be used as a CA bundle ({reason}); it must be a PEM file "
+        "of CA certificates (-----BEGIN CERTIFICATE-----), or a directory of them"
+    )
+    raise ValidationError(msg)
+
+
 @immutable
 @attrs.frozen(kw_only=True, init=False, repr=False)
 class ModelOptions:
@@ -49,7 +87,8 @@ class ModelOptions:
     - ``max_retries`` (2): attempts after the first, only before any chunk is delivered.
     - ``connect_timeout`` (10 s), ``idle_timeout`` (300 s without a content event),
       ``timeout`` (None: no total limit unless given per call).
-    - ``headers``: extra HTTP headers. ``verify``: TLS verification, or a CA bundle path.
+    - ``headers``: extra HTTP headers. ``verify``: TLS verification, or the path of a CA
+      bundle (or a directory of CA certificates), checked when the options are built.
     - ``max_connections`` (32): connections one model uses at once (more callers wait for
       a free one) and keeps pooled.
     - ``max_event_bytes`` (8 MiB): the largest single event accepted.
@@ -100,6 +139,8 @@ class ModelOptions:
         if not isinstance(verify, (bool, str)):
             msg = "verify must be True, False or the path of a CA bundle"
             raise TypeError(msg)
+        if isinstance(verify, str):
+            _check_verify(verify)
         self.__attrs_init__(**values)
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ from .._http import (
     iter_ndjson,
     iter_sse,
     map_exception,
+    proxy_refused,
     retry_delay,
 )
 from .._types import CompletionRequest, CompletionResponse, StreamChunk
@@ -207,6 +208,7 @@ class Run:
                     url=http.url,
                     connect_timeout=opts.connect_timeout,
                     read_timeout=opts.idle_timeout,
+                    proxy=model.transport.proxy,
                 )
             if not self.delivered and attempt < opts.max_retries:
                 delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
@@ -329,6 +331,11 @@ class Run:
 
     def _raise_for_status(self, resp: Response, status: int) -> None:
         wire = self.model.wire
+        if status == 407:
+            # Only a proxy answers 407 (RFC 9110, 15.5.8): the provider never saw the request.
+            raise proxy_refused(
+                wire.provider, self.model.transport.proxy, status, "Proxy Authentication Required"
+            )
         body = resp.read_error_body()
         if 300 <= status < 400:
             raise ProviderError(

@@ -6,6 +6,7 @@ import os
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
+from .._http import shown_url
 from .._stream import ChatModel, ModelOptions
 from ..errors import AuthError, ValidationError
 from .openai import OpenAIWire
@@ -64,14 +65,24 @@ def env_url(base_url: Optional[str], env_vars: tuple[str, ...]) -> Optional[str]
 
 
 def check_url(provider: str, base_url: str) -> str:
-    """``base_url`` without its trailing slash; ``ValueError`` unless it is http(s)."""
+    """``base_url`` without its trailing slash; ``ValidationError`` unless it is a usable
+    http(s) URL (a ``ValueError`` too). A password in it is masked in the message."""
     if not isinstance(base_url, str):
         msg = f"base_url for {provider} must be a string, got {type(base_url).__name__}"
         raise TypeError(msg)
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        msg = f"base_url for {provider} must be an http:// or https:// URL, got {base_url!r}"
-        raise ValueError(msg)
+    what = None
+    try:
+        parts = urlsplit(base_url)
+        _ = parts.port  # raises unless a number from 0 to 65535 (or none)
+    except ValueError as exc:
+        what = f"cannot be parsed ({exc})"
+    else:
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            what = "is not an http:// or https:// URL with a host"
+    if what is not None:
+        # Raised outside the except block: the parser's error is not chained to it.
+        msg = f"base_url for {provider} {what}: {shown_url(base_url)!r}"
+        raise ValidationError(msg)
     return base_url.rstrip("/")
 
 
