@@ -83,6 +83,9 @@ class _NoCookies(requests.cookies.RequestsCookieJar):
     def set_cookie(self, *args: Any, **kwargs: Any) -> None:
         return None
 
+    def extract_cookies(self, *args: Any, **kwargs: Any) -> None:
+        return None  # nor parse the Set-Cookie headers of every response, only to drop them
+
 
 # Every transport, so that a forked child can drop what it inherited (weakly: a model that
 # is gone takes its transport with it).

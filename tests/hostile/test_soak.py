@@ -82,3 +82,84 @@ def test_a_few_thousand_streams_leave_nothing_behind():
     left = _census()
     assert left["_ChunkedBody"] == 0
     assert sum(1 for o in gc.get_objects() if isinstance(o, http.client.HTTPResponse)) <= 4
+
+
+def test_agents_workflows_tool_calls_and_cookies_leave_nothing_behind():
+    """Per-run state of agents and workflows, tool-call snapshots and cookies all go away.
+
+    Every response sets a new cookie (a shared model must not collect them), every agent
+    run calls a tool, and every workflow run streams from a step: after a few hundred of
+    each, no run, context, snapshot, cookie or token of a finished run is still alive.
+    """
+    import tracemalloc
+
+    from blazen.testing import openai_tool_sse
+
+    watched = (
+        "AgentRun",
+        "WorkflowRun",
+        "Context",
+        "ToolCalls",
+        "StreamState",
+        "CancelToken",
+        "Cookie",
+        "ToolCall",
+        "StreamChunk",
+    )
+
+    @blazen.tool
+    def lookup(q: str) -> str:
+        """Looks something up."""
+        return q.upper()
+
+    def census() -> Counter[str]:
+        gc.collect()
+        gc.collect()
+        return Counter(type(o).__name__ for o in gc.get_objects() if type(o).__name__ in watched)
+
+    with StreamServer() as server:
+        model = blazen.Providers.openai_compat(
+            "test", server.base_url, api_key=KEY_FOR_TESTS, max_retries=0, max_connections=4
+        )
+        agent = blazen.Agent(model, tools=[lookup])
+        wf = blazen.workflow("soak")
+
+        @wf.step("ask", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+        def ask(event):
+            text = Streaming.complete(model, REQ).content
+            return blazen.Event.create(event_type="blazen::StopEvent", data={"result": text})
+
+        counter = [0]
+
+        def rounds(n: int) -> None:
+            for _ in range(n):
+                counter[0] += 1
+                cookie = {"Set-Cookie": f"s{counter[0]}=v; Path=/"}
+                server.add(
+                    Reply.sse(openai_tool_sse([("c1", "lookup", {"q": "x"})]), headers=cookie)
+                )
+                server.add(Reply.sse(openai_sse(["done"]), headers=cookie))
+                assert agent.run("go").text == "done"
+                server.add(Reply.sse(openai_sse(["wf"]), headers=cookie))
+                wf.run()
+
+        rounds(30)  # warm-up
+        before = census()
+        # The test server keeps every request it saw (tests read them): not counted.
+        mine = [tracemalloc.Filter(False, "*/blazen/testing/*", all_frames=True)]
+        tracemalloc.start(30)
+        try:
+            first = tracemalloc.take_snapshot().filter_traces(mine)
+            rounds(300)
+            gc.collect()
+            last = tracemalloc.take_snapshot().filter_traces(mine)
+        finally:
+            tracemalloc.stop()
+        grown_bytes = sum(stat.size_diff for stat in last.compare_to(first, "filename"))
+        after = census()
+        model.close()
+    grown = {k: after[k] - before[k] for k in watched if after[k] - before[k] > 2}
+    assert grown == {}, grown
+    # 300 rounds are 900 streams: a few hundred bytes each would already be 270 KB. What
+    # remains (about 35 KB) is CPython's own bounded caches (method-cache names).
+    assert grown_bytes < 150_000, f"{grown_bytes} bytes still allocated after 300 rounds"
