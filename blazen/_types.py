@@ -168,7 +168,8 @@ class ToolCalls(Sequence[ToolCall]):
     the calls before the ones still changing sit in one list that only grows, and each
     snapshot records how much of it is its own. So a stream of 20,000 tool calls builds
     its 20,000 snapshots in linear time and memory, where tuples would copy every call
-    into every snapshot. ``tuple(snapshot)`` gives a plain tuple.
+    into every snapshot. ``tuple(snapshot)`` gives a plain tuple. A stream's snapshots are
+    plain tuples while it has a few calls; past eight, they are ``ToolCalls``.
     """
 
     __slots__ = ("_base", "_n", "_tail")
@@ -230,6 +231,20 @@ class ToolCalls(Sequence[ToolCall]):
             msg = "ToolCalls is immutable"
             raise AttributeError(msg)
         object.__setattr__(self, name, value)
+
+
+_set_base = ToolCalls.__dict__["_base"].__set__
+_set_n = ToolCalls.__dict__["_n"].__set__
+_set_tail = ToolCalls.__dict__["_tail"].__set__
+
+
+def tool_calls_view(base: list[ToolCall], n: int, tail: tuple[ToolCall, ...]) -> ToolCalls:
+    """``ToolCalls(base, n, tail)`` for the hot path: slots filled directly."""
+    view = _new(ToolCalls)
+    _set_base(view, base)
+    _set_n(view, n)
+    _set_tail(view, tail)
+    return view
 
 
 @immutable

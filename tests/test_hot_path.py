@@ -9,7 +9,7 @@ import pytest
 
 import blazen
 from blazen._stream import StreamState
-from blazen._types import ArgumentFragments, stream_chunk, tool_call_snapshot
+from blazen._types import ArgumentFragments, stream_chunk, tool_call_snapshot, tool_calls_view
 from blazen.providers.base import parse_json
 
 
@@ -33,6 +33,26 @@ def test_the_hot_path_tool_call_builder_makes_the_same_value_as_the_constructor(
     assert [f.name for f in attrs.fields(blazen.ToolCall)] == ["id", "name", "_args"]
     with pytest.raises(AttributeError, match="immutable"):
         fast.name = "g"  # type: ignore[misc]
+
+
+def test_the_hot_path_tool_calls_view_behaves_as_the_tuple_of_its_calls():
+    """A shared-storage snapshot equals, hashes and prints as the plain tuple of its calls."""
+    calls = [blazen.ToolCall(f"c{i}", "f", "{}") for i in range(5)]
+    view = tool_calls_view(calls, 3, tuple(calls[3:]))
+    calls.append(blazen.ToolCall("c5", "g", "{}"))  # later growth of the shared list
+    plain = tuple(calls[:5])
+    assert view == plain and plain == view and hash(view) == hash(plain)
+    assert repr(view) == repr(plain) and list(view) == list(plain) and len(view) == 5
+    assert view[-1] is calls[4] and view[1:4] == plain[1:4] and view != plain[:4]
+    assert blazen.ToolCalls(calls, 3, tuple(calls[3:5])) == view
+    with pytest.raises(IndexError):
+        view[5]
+    with pytest.raises(AttributeError, match="immutable"):
+        view._n = 6  # type: ignore[misc]
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(view)) == plain and copy.deepcopy(view) == plain
 
 
 @pytest.mark.parametrize(

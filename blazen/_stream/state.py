@@ -18,9 +18,9 @@ from .._types import (
     StreamChunk,
     TokenUsage,
     ToolCall,
-    ToolCalls,
     stream_chunk,
     tool_call_snapshot,
+    tool_calls_view,
 )
 
 __all__ = ["StreamState", "normalise_finish_reason"]
@@ -261,7 +261,12 @@ class StreamState:
             self._touched.clear()
             if len(tail) > _TAIL_MAX:
                 self._freeze(len(tail) - _TAIL_KEEP)
-            self._snapshot = ToolCalls(self._base, self._frozen, tuple(tail))  # type: ignore[arg-type]
+            # A few calls (the usual case) are a plain tuple, as cheap as it gets.
+            self._snapshot = (
+                tool_calls_view(self._base, self._frozen, tuple(tail))  # type: ignore[arg-type]
+                if self._frozen
+                else tuple(tail)  # type: ignore[arg-type]
+            )
         elif content is None and reasoning is None:
             return None
         return stream_chunk(content, reasoning, self._snapshot)
