@@ -407,22 +407,29 @@ class StreamChunk:
     ``tool_calls`` is the cumulative snapshot of every tool call so far: replace your state
     with it, never append. ``is_final`` is True only on the last chunk of a successful stream:
     that chunk comes right before done, carries no new text and repeats the final snapshot.
+    ``refusal_delta`` is text of the model declining to answer (OpenAI's ``refusal``, the
+    reason of Anthropic's ``refusal`` stop), or None; a refused answer ends ``content_filter``.
     """
 
     content_delta: Optional[str] = None
     reasoning_delta: Optional[str] = None
     tool_calls: Sequence[ToolCall] = ()
     is_final: bool = False
+    refusal_delta: Optional[str] = None
 
 
 _set_content = StreamChunk.__dict__["content_delta"].__set__
 _set_reasoning = StreamChunk.__dict__["reasoning_delta"].__set__
 _set_tool_calls = StreamChunk.__dict__["tool_calls"].__set__
 _set_is_final = StreamChunk.__dict__["is_final"].__set__
+_set_refusal = StreamChunk.__dict__["refusal_delta"].__set__
 
 
 def stream_chunk(
-    content_delta: Optional[str], reasoning_delta: Optional[str], tool_calls: Sequence[ToolCall]
+    content_delta: Optional[str],
+    reasoning_delta: Optional[str],
+    tool_calls: Sequence[ToolCall],
+    refusal_delta: Optional[str] = None,
 ) -> StreamChunk:
     """``StreamChunk(...)`` for the hot path: one per streamed event.
 
@@ -435,13 +442,19 @@ def stream_chunk(
     _set_reasoning(chunk, reasoning_delta)
     _set_tool_calls(chunk, tool_calls)
     _set_is_final(chunk, False)
+    _set_refusal(chunk, refusal_delta)
     return chunk
 
 
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class CompletionResponse:
-    """The assembled result of a completion, streamed or not."""
+    """The assembled result of a completion, streamed or not.
+
+    ``refusal`` is the model's explanation when it declined to answer (every
+    ``refusal_delta`` joined), else None; a refused answer's ``finish_reason`` is
+    ``content_filter`` whatever the provider said (its word stays in ``raw_finish_reason``).
+    """
 
     content: str
     reasoning: Optional[str] = None
@@ -450,3 +463,4 @@ class CompletionResponse:
     raw_finish_reason: Optional[str] = None
     usage: Optional[TokenUsage] = None
     model: Optional[str] = None
+    refusal: Optional[str] = None

@@ -90,16 +90,22 @@ def anthropic_reads(name: str) -> Any:
         "utf8.sse",
         "crlf.sse",
         "no_space.sse",
+        "refusal_structured_output.sse",
+        "refusal_plain.sse",
+        "refusal_after_content.sse",
+        "three_choices_text.sse",
+        "three_choices_tool_calls.sse",
     ],
 )
 def test_openai_sdk_and_blazen_agree(name):
-    """Same text, tool calls, usage and finish reason as the openai SDK's accumulator."""
+    """Same text, refusal, tool calls, usage and finish reason as the openai SDK's choice 0."""
     snap = openai_reads("openai", name)
     resp, err = blazen_reads("openai", name)
     assert err is None
-    choice = snap.choices[0]
+    choice = next(c for c in snap.choices if c.index == 0)
     message = choice.message
     assert resp.content == (message.content or "")
+    assert resp.refusal == message.refusal
     sdk_calls = [(t.id, t.function.name, t.function.arguments) for t in message.tool_calls or ()]
     assert [(c.id, c.name, c.arguments_json) for c in resp.tool_calls] == sdk_calls
     assert resp.raw_finish_reason == choice.finish_reason

@@ -19,6 +19,9 @@ def test_the_hot_path_chunk_builder_makes_the_same_value_as_the_constructor():
     fast = stream_chunk("hi", "hmm", calls)
     slow = blazen.StreamChunk(content_delta="hi", reasoning_delta="hmm", tool_calls=calls)
     assert fast == slow and repr(fast) == repr(slow) and hash(fast) == hash(slow)
+    refused = stream_chunk(None, None, calls, "I can't.")
+    assert refused == blazen.StreamChunk(tool_calls=calls, refusal_delta="I can't.")
+    assert repr(refused) == repr(blazen.StreamChunk(tool_calls=calls, refusal_delta="I can't."))
     with pytest.raises(AttributeError, match="immutable"):
         fast.content_delta = "x"  # type: ignore[misc]
 

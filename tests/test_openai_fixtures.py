@@ -177,3 +177,92 @@ def test_every_fixture_is_valid_sse_json_apart_from_known_cases():
         for line in path.read_bytes().decode().splitlines():
             if line.startswith("data:") and line[5:].strip() not in ("", "[DONE]"):
                 json.loads(line[5:])
+
+
+# -- refusals and several choices ----------------------------------------------------------
+
+
+def _refusal(rec: Recorder) -> str:
+    return "".join(c.refusal_delta or "" for c in rec.chunks)
+
+
+def test_structured_output_refusal_streams_as_refusal_deltas_and_ends_content_filter(
+    server, model, req
+):
+    """A refusal under a JSON schema streams delta by delta and ends content_filter, not stop."""
+    rec, resp = run(server, model, req, sse_reply("refusal_structured_output.sse"))
+    deltas = [c.refusal_delta for c in rec.chunks if c.refusal_delta]
+    assert deltas[:3] == ["I'm", " very", " sorry"] and len(deltas) == 12
+    refusal = "I'm very sorry, but I can't assist with that request."
+    assert _refusal(rec) == refusal and resp.refusal == refusal
+    assert rec.text == "" and resp.content == ""
+    assert rec.done[0] == "content_filter" and resp.finish_reason == "content_filter"
+    assert resp.raw_finish_reason == "stop"
+    assert resp.usage.total_tokens == 91 and rec.done[1] == resp.usage
+    assert rec.kinds[-1] == "done" and rec.terminals == 1
+
+
+def test_refusal_without_structured_output_is_reported_the_same_way(server, model, req):
+    """A compatible server's refusal in one delta (no usage) is still a refusal."""
+    rec, resp = run(server, model, req, sse_reply("refusal_plain.sse"))
+    assert [c.refusal_delta for c in rec.chunks[:-1]] == ["I can't help with that."]
+    assert resp.refusal == "I can't help with that." and resp.content == ""
+    assert rec.done == ("content_filter", None)
+
+
+def test_refusal_after_some_content_keeps_both_apart(server, model, req):
+    """Text streamed before the refusal stays content; the refusal is its own field."""
+    rec, resp = run(server, model, req, sse_reply("refusal_after_content.sse"))
+    assert rec.text == resp.content == "Here is the"
+    assert _refusal(rec) == resp.refusal == " Sorry, I cannot continue."
+    assert not any(c.content_delta and c.refusal_delta for c in rec.chunks)
+    assert resp.finish_reason == "content_filter" and resp.usage.total_tokens == 39
+
+
+def test_an_answer_with_no_refusal_has_none(server, model, req):
+    """``"refusal": null`` on the first chunk is no refusal: the response says None."""
+    rec, resp = run(server, model, req, sse_reply("text.sse"))
+    assert resp.refusal is None and not any(c.refusal_delta for c in rec.chunks)
+    assert resp.finish_reason == "stop"
+
+
+def test_a_non_streaming_refusal_is_read_from_the_message(server, model, req):
+    """``message.refusal`` of a whole response is the response's refusal."""
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o-2024-08-06",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "refusal": "I can't."},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+    server.add(Reply.json(body))
+    resp = model.complete(req)
+    assert resp.refusal == "I can't." and resp.content == ""
+    assert resp.finish_reason == "content_filter" and resp.raw_finish_reason == "stop"
+
+
+def test_three_interleaved_choices_follow_choice_zero_only(server, model, req):
+    """Choices 1 and 2 are ignored: text, finish reason and usage are choice 0's alone."""
+    rec, resp = run(server, model, req, sse_reply("three_choices_text.sse"))
+    assert rec.text == resp.content == "Red sky at night."
+    assert [c.content_delta for c in rec.chunks[:-1]] == ["Red", " sky", " at", " night", "."]
+    assert rec.done[0] == "stop" and resp.raw_finish_reason == "stop"
+    assert resp.usage.total_tokens == 26
+
+
+def test_three_interleaved_choices_with_tool_calls_give_choice_zeros_calls(server, model, req):
+    """Each choice numbers its calls from 0; only choice 0's call is assembled."""
+    rec, resp = run(server, model, req, sse_reply("three_choices_tool_calls.sse"))
+    assert [(c.id, c.name, c.arguments_json) for c in resp.tool_calls] == [
+        ("call_qX1aB2cD3eF4gH5iJ6kL7mN8", "get_weather", '{"city": "Paris"}')
+    ]
+    assert all(len(c.tool_calls) == 1 for c in rec.chunks)
+    assert rec.text == "" and resp.raw_finish_reason == "tool_calls"
+    assert rec.done[0] == "tool_calls" and resp.usage.total_tokens == 105

@@ -13,7 +13,15 @@ from blazen.testing import Drop, Recorder, Reply, StreamServer, split_bytes
 
 from .conftest import fixture_bytes
 
-FIXTURES = ["text.sse", "parallel_tool_calls.sse", "utf8.sse", "crlf.sse", "keepalive_comments.sse"]
+FIXTURES = [
+    "text.sse",
+    "parallel_tool_calls.sse",
+    "utf8.sse",
+    "crlf.sse",
+    "keepalive_comments.sse",
+    "refusal_after_content.sse",
+    "three_choices_tool_calls.sse",
+]
 SETTINGS = settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -33,6 +41,7 @@ def outcome(rec: Recorder, resp):
         calls,
         resp.finish_reason if resp else None,
         resp.usage if resp else None,
+        [c.refusal_delta for c in rec.chunks],
     )
 
 

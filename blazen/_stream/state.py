@@ -129,6 +129,7 @@ class StreamState:
         "_dirty",
         "_frozen",
         "_reasoning",
+        "_refusal",
         "_snapshot",
         "_tail",
         "_text",
@@ -143,6 +144,8 @@ class StreamState:
     def __init__(self) -> None:
         self._text = _Text()
         self._reasoning = _Text()
+        # Only a refused answer has one: a text-only stream never touches it.
+        self._refusal: Optional[_Text] = None
         self._calls: list[_Call] = []
         self._by_key: dict[Union[int, str], _Call] = {}
         self._current: Optional[_Call] = None
@@ -271,6 +274,26 @@ class StreamState:
             return None
         return stream_chunk(content, reasoning, self._snapshot)
 
+    def emit_refusal(
+        self, refusal: Optional[str], content: Optional[str] = None, reasoning: Optional[str] = None
+    ) -> Optional[StreamChunk]:
+        """:meth:`emit` for a payload that also carries refusal text (the model declining).
+
+        Kept apart from :meth:`emit` so that the usual payload pays nothing for refusals.
+        ``TypeError`` for a refusal that is not text, as for any other delta.
+        """
+        if refusal and type(refusal) is not str:
+            raise TypeError(f"a refusal delta is {type(refusal).__name__}, not text")
+        chunk = self.emit(content, reasoning)
+        if not refusal:
+            return chunk
+        if self._refusal is None:
+            self._refusal = _Text()
+        self._refusal.add(refusal)
+        if chunk is None:
+            return stream_chunk(None, None, self._snapshot, refusal)
+        return stream_chunk(chunk.content_delta, chunk.reasoning_delta, chunk.tool_calls, refusal)
+
     def _freeze(self, count: int) -> None:
         # Move the oldest tail calls into the shared base: appending leaves every existing
         # snapshot's prefix as it was.
@@ -299,6 +322,11 @@ class StreamState:
         return str(self._reasoning)
 
     @property
+    def refusal(self) -> Optional[str]:
+        """All refusal text so far, or None if the model has not declined."""
+        return None if self._refusal is None else str(self._refusal)
+
+    @property
     def tool_calls(self) -> Sequence[ToolCall]:
         """The current snapshot."""
         if self._dirty:
@@ -307,8 +335,8 @@ class StreamState:
 
     @property
     def has_content(self) -> bool:
-        """Whether any text, reasoning or tool call has streamed."""
-        return bool(self._text or self._reasoning or self._calls)
+        """Whether any text, reasoning, refusal or tool call has streamed."""
+        return bool(self._text or self._reasoning or self._refusal or self._calls)
 
     def final_chunk(self) -> StreamChunk:
         """The chunk that closes a successful stream (``is_final``, the last snapshot)."""
@@ -323,12 +351,18 @@ class StreamState:
             raise TypeError(f"the model name is {type(self.model).__name__}, not text")
         calls = tuple(self.tool_calls)
         reasoning = self.reasoning
+        refusal = self.refusal
+        finish = normalise_finish_reason(raw, bool(calls))
+        if refusal is not None:
+            # OpenAI ends a refusal with "stop": a refused answer means the same everywhere.
+            finish = "content_filter"
         return CompletionResponse(
             content=self.text,
             reasoning=reasoning or None,
             tool_calls=calls,
-            finish_reason=normalise_finish_reason(self.raw_finish_reason, bool(calls)),
-            raw_finish_reason=self.raw_finish_reason,
+            finish_reason=finish,
+            raw_finish_reason=raw,
             usage=self.usage,
             model=self.model,
+            refusal=refusal,
         )

@@ -8,6 +8,9 @@ Quirks handled here (each seen from real servers):
   ``id`` and ``name`` on every delta (``id``/``name`` are therefore set once, never joined);
 - reasoning arrives as ``reasoning_content`` (DeepSeek, vLLM) or ``reasoning`` (OpenRouter);
 - Groq puts the usage under ``x_groq.usage``;
+- a model declining (mostly under structured output) streams ``delta.refusal``, not
+  ``content``, and still ends ``finish_reason: "stop"``;
+- a server may stream several choices, interleaved by ``index``: only choice 0 is followed;
 - an error can arrive inside a 200 stream as ``{"error": {...}}``, and OpenRouter reports a
   mid-stream failure as ``finish_reason: "error"``.
 """
@@ -171,9 +174,13 @@ class OpenAIWire:
         if not choices:
             return None
         choice = choices[0]
-        # n > 1 is not supported by the callback API: only the first choice is followed.
-        if len(choices) > 1:
-            choice = next((c for c in choices if c.get("index", 0) == 0), choice)
+        # Only choice 0 is followed (a request cannot ask for more): a server streaming
+        # several (n > 1, or unasked) interleaves their payloads, and each choice numbers
+        # its own tool calls from 0, so the others are skipped whole.
+        if len(choices) > 1 or choice.get("index"):
+            choice = next((c for c in choices if not c.get("index")), None)
+            if choice is None:
+                return None
         delta = choice.get("delta") or {}
         content = delta.get("content")
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -201,6 +208,10 @@ class OpenAIWire:
                     retryable=True,
                 )
             state.raw_finish_reason = finish
+        # A refusal (structured output declined) comes as its own field, content null.
+        refusal = delta.get("refusal")
+        if refusal:
+            return state.emit_refusal(refusal, content, reasoning)
         return state.emit(content, reasoning)
 
     def parse_response(self, body: str) -> CompletionResponse:
@@ -225,7 +236,11 @@ class OpenAIWire:
             state.tool_delta(i, tc.get("id"), fn.get("name"), args)
         state.raw_finish_reason = choices[0].get("finish_reason")
         reasoning = message.get("reasoning_content") or message.get("reasoning")
-        state.emit(message.get("content"), reasoning if isinstance(reasoning, str) else None)
+        state.emit_refusal(
+            message.get("refusal"),
+            message.get("content"),
+            reasoning if isinstance(reasoning, str) else None,
+        )
         return state.response()
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
