@@ -80,6 +80,45 @@ def test_max_tokens_is_length(server, model, req):
     assert resp.content == "Once upon a time, in a land far"
 
 
+def test_refusal_stop_streams_its_explanation_as_a_refusal_delta(server, model, req):
+    """stop_reason refusal: the text before it stays content, stop_details' explanation is
+    the refusal, streamed as it arrives, and the answer ends content_filter."""
+    rec, resp = stream(server, model, req, reply("refusal.sse"))
+    explanation = "This request was declined because it could enable cyber harm."
+    assert rec.text == resp.content == "Hello.."
+    assert [c.refusal_delta for c in rec.chunks if c.refusal_delta] == [explanation]
+    assert resp.refusal == explanation
+    assert rec.done[0] == "content_filter" and resp.raw_finish_reason == "refusal"
+    assert resp.usage.completion_tokens == 5
+
+
+def test_refusal_stop_without_details_still_says_the_model_refused(server, model, req):
+    """Without stop_details the refusal names the stop, so a refusal is never blank."""
+    rec, resp = stream(server, model, req, reply("refusal_without_details.sse"))
+    assert resp.content == "" and "refusal" in resp.refusal
+    assert [c.refusal_delta for c in rec.chunks[:-1]] == [resp.refusal]
+    assert rec.done[0] == "content_filter"
+
+
+def test_parse_response_reads_a_refusal_and_its_explanation():
+    """A non-streaming refusal carries the same refusal text as the streamed one."""
+    wire = AnthropicWire(base_url="http://x", api_key="k", model="m", headers={})
+    body = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Hello.."}],
+        "stop_reason": "refusal",
+        "stop_details": {"type": "refusal", "category": "cyber", "explanation": "Declined."},
+        "usage": {"input_tokens": 10, "output_tokens": 5},
+    }
+    resp = wire.parse_response(json.dumps(body))
+    assert (resp.content, resp.refusal, resp.finish_reason) == (
+        "Hello..",
+        "Declined.",
+        "content_filter",
+    )
+
+
 def test_usage_counts_cached_input_and_takes_cumulative_message_delta(server, model, req):
     """Cache reads count as prompt tokens; message_delta totals replace, never add."""
     _rec, resp = stream(server, model, req, reply("cached_usage.sse"))

@@ -180,10 +180,12 @@ def test_openai_sdk_ignores_groq_usage_that_blazen_reads():
         "max_tokens.sse",
         "cached_usage.sse",
         "unknown_events.sse",
+        "refusal.sse",
+        "refusal_without_details.sse",
     ],
 )
 def test_anthropic_sdk_and_blazen_agree(name):
-    """Same text, thinking, tool calls, usage and stop reason as the anthropic SDK."""
+    """Same text, thinking, tool calls, usage, stop reason and refusal as the anthropic SDK."""
     message = anthropic_reads(name)
     resp, err = blazen_reads("anthropic", name)
     assert err is None
@@ -193,6 +195,10 @@ def test_anthropic_sdk_and_blazen_agree(name):
     sdk_calls = [(b.id, b.name, b.input) for b in blocks if b.type == "tool_use"]
     assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == sdk_calls
     assert resp.raw_finish_reason == message.stop_reason
+    assert (resp.refusal is not None) == (message.stop_reason == "refusal")
+    details = getattr(message, "stop_details", None)  # newer SDKs only
+    if details is not None and details.explanation:
+        assert resp.refusal == details.explanation
     u = message.usage
     # blazen's prompt_tokens counts every input token; Anthropic splits out the cache.
     cache = (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)

@@ -208,7 +208,8 @@ class AnthropicWire:
             state.usage = _usage(usage)
             return None
         if kind == "message_delta":
-            stop = (obj.get("delta") or {}).get("stop_reason")
+            delta = obj.get("delta") or {}
+            stop = delta.get("stop_reason")
             if stop:
                 state.raw_finish_reason = stop
             # Counts here are cumulative totals: they replace, never add; a field left out
@@ -216,6 +217,8 @@ class AnthropicWire:
             usage = state.scratch.setdefault("usage", {})
             usage.update({k: v for k, v in (obj.get("usage") or {}).items() if v is not None})
             state.usage = _usage(usage)
+            if stop == "refusal":
+                return state.emit_refusal(self._refusal(delta))
             return None
         if kind == "message_stop":
             state.finished = True
@@ -276,6 +279,16 @@ class AnthropicWire:
         state.tool_delta(index, None, None, "{}")
         return state.emit(None, None)
 
+    def _refusal(self, holder: Mapping[str, Any]) -> str:
+        # A streaming classifier stopped the answer; stop_details explains why (since
+        # 2025; https://docs.claude.com/en/docs/test-and-evaluate/strengthen-guardrails/
+        # handle-streaming-refusals). Without it, a refusal still must not read as blank.
+        details = holder.get("stop_details") or {}
+        explanation = details.get("explanation") if isinstance(details, Mapping) else None
+        if isinstance(explanation, str) and explanation:
+            return explanation
+        return f"{self.provider} stopped the answer with stop_reason 'refusal'"
+
     # -- whole responses and errors ----------------------------------------------------
 
     def parse_response(self, body: str) -> CompletionResponse:
@@ -296,6 +309,8 @@ class AnthropicWire:
                 state.emit(None, block.get("thinking"))
             elif btype == "tool_use":
                 state.tool_delta(i, block.get("id"), block.get("name"), json.dumps(block["input"]))
+        if state.raw_finish_reason == "refusal":
+            state.emit_refusal(self._refusal(obj))
         return state.response()
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
