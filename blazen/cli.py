@@ -165,6 +165,8 @@ class _Output:
         self.ended = False
         #: Set when stdout's reader went away (``blazen chat ... | head``).
         self.broken_pipe = False
+        #: The refusal deltas so far (the model declining to answer).
+        self.refusal: list[str] = []
 
     def _write(self, text: str) -> None:
         """Write to stdout now; raises BrokenPipeError once its reader has gone away."""
@@ -208,11 +210,20 @@ class _Output:
                         for t in chunk.tool_calls
                     ],
                     "is_final": chunk.is_final,
+                    "refusal": chunk.refusal_delta,
                 }
             )
         elif chunk.content_delta:
             self._write(_showable(chunk.content_delta, self.out))
             self.line_open = not chunk.content_delta.endswith("\n")
+        refusal = chunk.refusal_delta
+        if refusal:
+            if not self.as_json:
+                # The refusal is the model's answer too: on its own line after any text.
+                start = "\n" if self.line_open and not self.refusal else ""
+                self._write(_showable(start + refusal, self.out))
+                self.line_open = not refusal.endswith("\n")
+            self.refusal.append(refusal)
 
     def done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
         self.ended = True
@@ -228,11 +239,14 @@ class _Output:
                         "completion_tokens": usage.completion_tokens,
                         "total_tokens": usage.total_tokens,
                     },
+                    "refusal": "".join(self.refusal) if self.refusal else None,
                 },
                 last=True,
             )
         else:
             self._end_line()
+            if self.refusal:
+                self.note(f"the model declined to answer (finish reason {finish_reason})")
 
     def error(self, err: BlazenError) -> None:
         if self.broken_pipe:

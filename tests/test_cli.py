@@ -35,7 +35,8 @@ def test_json_prints_chunks_then_exactly_one_done(server, capsys):
     assert [e["event"] for e in evs] == ["chunk"] * 4 + ["done"]
     assert "".join(e["content"] or "" for e in evs[:-1]) == "Hello!"
     assert evs[-2]["is_final"] is True
-    assert evs[-1] == {"event": "done", "finish_reason": "stop", "usage": usage}
+    assert evs[-1] == {"event": "done", "finish_reason": "stop", "usage": usage, "refusal": None}
+    assert all(e["refusal"] is None for e in evs[:-1])
 
 
 def test_plain_output_is_the_text_and_a_newline(server, capsys):
@@ -45,6 +46,37 @@ def test_plain_output_is_the_text_and_a_newline(server, capsys):
     captured = capsys.readouterr()
     assert captured.out == "Hi there\n"
     assert captured.err == ""
+
+
+def _refusal_reply() -> Reply:
+    return Reply.sse(
+        sse(
+            {"choices": [{"index": 0, "delta": {"content": "Sure"}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {"refusal": "I can't"}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {"refusal": " help."}, "finish_reason": None}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        )
+    )
+
+
+def test_json_chunk_and_done_events_carry_the_refusal(server, capsys):
+    """--json: refusal deltas are in the chunk events; done has the whole refusal and
+    finish_reason content_filter."""
+    server.add(_refusal_reply())
+    assert chat("--json", "--base-url", server.base_url, "hi") == 0
+    evs = events(capsys.readouterr().out)
+    assert [e["refusal"] for e in evs if e["event"] == "chunk"][:3] == [None, "I can't", " help."]
+    assert evs[-1]["event"] == "done"
+    assert (evs[-1]["finish_reason"], evs[-1]["refusal"]) == ("content_filter", "I can't help.")
+
+
+def test_plain_output_shows_a_refusal_and_says_the_model_declined(server, capsys):
+    """Text mode prints the refusal on its own line and names it on stderr."""
+    server.add(_refusal_reply())
+    assert chat("--base-url", server.base_url, "hi") == 0
+    captured = capsys.readouterr()
+    assert captured.out == "Sure\nI can't help.\n"
+    assert "declined" in captured.err and "content_filter" in captured.err
 
 
 def test_request_carries_prompt_system_and_limits(server, capsys):
