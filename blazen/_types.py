@@ -216,8 +216,33 @@ class ToolCalls(Sequence[ToolCall]):
     def __hash__(self) -> int:
         return hash(tuple(self))
 
-    def __add__(self, other: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+    # Arithmetic and ordering as the tuple of its calls would do them.
+    def __add__(self, other: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+        if not isinstance(other, (tuple, ToolCalls)):
+            return NotImplemented
         return tuple(self) + tuple(other)
+
+    def __radd__(self, other: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return other + tuple(self)
+
+    def __mul__(self, times: int) -> tuple[ToolCall, ...]:
+        return tuple(self) * times
+
+    __rmul__ = __mul__
+
+    def __lt__(self, other: Sequence[ToolCall]) -> bool:
+        return bool(_tuple(self) < _tuple(other))
+
+    def __le__(self, other: Sequence[ToolCall]) -> bool:
+        return bool(_tuple(self) <= _tuple(other))
+
+    def __gt__(self, other: Sequence[ToolCall]) -> bool:
+        return bool(_tuple(self) > _tuple(other))
+
+    def __ge__(self, other: Sequence[ToolCall]) -> bool:
+        return bool(_tuple(self) >= _tuple(other))
 
     def __repr__(self) -> str:
         return repr(tuple(self))
@@ -231,6 +256,10 @@ class ToolCalls(Sequence[ToolCall]):
             msg = "ToolCalls is immutable"
             raise AttributeError(msg)
         object.__setattr__(self, name, value)
+
+
+def _tuple(calls: Any) -> Any:
+    return tuple(calls) if isinstance(calls, ToolCalls) else calls
 
 
 _set_base = ToolCalls.__dict__["_base"].__set__

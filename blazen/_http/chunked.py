@@ -17,7 +17,7 @@ _READ_SIZE = 65536
 _MAX_LINE = 65536
 
 
-def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
+def chunked_body(resp: requests.Response, *, encoded: bool = False) -> Optional[ChunkedBody]:
     """A reader for ``resp``'s chunked body, if it has one that http.client has not started.
 
     Call it once per response and keep the reader with the response (no map from responses
@@ -30,7 +30,8 @@ def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
         inner.chunked
         and inner.chunk_left is None  # http.client has read none of the body
         and inner.fp is not None
-        and resp.headers.get("Content-Encoding", "identity").lower() == "identity"
+        # An encoded body only when the caller decodes it itself (it gets raw bytes).
+        and (encoded or resp.headers.get("Content-Encoding", "identity").lower() == "identity")
     ):
         return ChunkedBody(inner)
     return None

@@ -16,6 +16,7 @@ from ..errors import ProviderError
 from ..errors import TimeoutError as BlazenTimeoutError
 from .abort import Abort
 from .chunked import ChunkedBody, chunked_body
+from .decoding import inflater_for
 
 __all__ = ["Response"]
 
@@ -27,7 +28,7 @@ _ERROR_BODY_CAP = 64 * 1024
 class Response:
     """One HTTP response whose status and headers have arrived; the body is still unread."""
 
-    __slots__ = ("_abort", "_chunked", "_resp", "headers", "status")
+    __slots__ = ("_abort", "_before_read", "_chunked", "_resp", "headers", "status")
 
     def __init__(self, resp: requests.Response, abort: Abort) -> None:
         self._resp = resp
@@ -35,6 +36,8 @@ class Response:
         # The chunked-body reader, made on first read and kept for the drain: it lives and
         # dies with this response.
         self._chunked: Optional[ChunkedBody] = None
+        # Called before each socket read of a close-delimited or sized body (a budget).
+        self._before_read: Optional[Callable[[], None]] = None
         self.status: int = resp.status_code
         #: Case-insensitive, as HTTP header names are.
         self.headers: Mapping[str, str] = resp.headers
@@ -45,37 +48,49 @@ class Response:
         return self.headers.get("Content-Type", "").split(";")[0].strip().lower()
 
     def iter_bytes(self) -> Iterator[bytes]:
-        """Yield body bytes as soon as the socket has any, chunked or close-delimited."""
+        """Yield body bytes as soon as the socket has any, chunked or close-delimited.
+
+        A gzip or deflate body is read raw and inflated here (see :mod:`.decoding`), so
+        each socket read is one step, timed like any other.
+        """
         resp = self._resp
         raw = resp.raw
-        chunked = self._chunked_body()
+        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
+        inflater = inflater_for(encoding) if hasattr(raw, "read1") else None
+        chunked = self._chunked_body(encoded=inflater is not None)
         if chunked is not None:
             while True:
                 data = chunked.read()
                 if not data:
                     return
-                yield data
+                if inflater is None:
+                    yield data
+                else:
+                    yield from inflater.feed(data)
         # iter_content on a close-delimited body waits for a full buffer; read1 returns
         # whatever one recv gave. urllib3 >= 2 has read1; older versions expose
         # http.client's response as _fp.
         read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw._fp.read1  # type: ignore[union-attr]
-        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity") and hasattr(raw, "read1"):
-            # blazen asks for identity, but a server (or a proxy) may compress the stream
-            # anyway: urllib3 decodes gzip and deflate as they arrive.
+            # Raw for gzip and deflate (inflated below); urllib3 decodes anything else.
             def read1(size: int, _read1: Any = raw.read1) -> bytes:
-                data: bytes = _read1(size, decode_content=True)
+                data: bytes = _read1(size, decode_content=inflater is None)
                 return data
 
         while True:
+            if self._before_read is not None:
+                self._before_read()
             data = read1(_READ_SIZE)
             if not data:
                 return
-            yield data
+            if inflater is None:
+                yield data
+            else:
+                yield from inflater.feed(data)
 
-    def _chunked_body(self) -> Optional[ChunkedBody]:
+    def _chunked_body(self, encoded: bool = False) -> Optional[ChunkedBody]:
         if self._chunked is None:
-            self._chunked = chunked_body(self._resp)
+            self._chunked = chunked_body(self._resp, encoded=encoded)
         return self._chunked
 
     def read_body(self, cap: int, provider: str, within: Optional[float] = None) -> str:
@@ -171,9 +186,11 @@ class Response:
         """A check to run before every socket read: the reads get ``seconds`` in all."""
         connection = getattr(self._resp.raw, "_connection", None)
         budget = _Budget(seconds, getattr(connection, "sock", None))
-        chunked = self._chunked_body()
+        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
+        chunked = self._chunked_body(encoded=inflater_for(encoding) is not None)
         if chunked is not None:
             chunked.before_read = budget  # the chunked reader checks before each read itself
+        self._before_read = budget
         return budget
 
     def close(self) -> None:

@@ -121,6 +121,7 @@ async def complete_async(
                             break
                     op = steps.send(raised)
                 elif isinstance(op, Call):
+                    delivery.settled = True  # from here on an interrupt owes nothing
                     result = op.fn(*op.args)
                     if inspect.isawaitable(result):
                         await result
@@ -142,6 +143,18 @@ async def complete_async(
             if propagate is not None:
                 raise propagate from None
             raise
+    except GeneratorExit:
+        # The coroutine is being closed (a pending task collected, its loop gone): nothing
+        # may be awaited now. End the stream and say its terminal without waiting.
+        if delivery is not None:
+            delivery.interrupt("the coroutine being closed")
+            owed = delivery.owed()
+            if owed is not None:
+                delivery.settled = True
+                _call_now(owed.fn, *owed.args)
+        elif on_error is not None:
+            _call_now(on_error, not_started("the coroutine being closed"))
+        raise
     except BaseException as exc:
         # Whenever the task is cancelled, Ctrl-C lands or a signal handler raises (a read, a
         # callback, the worker finishing after done), the caller gets exactly one terminal
@@ -150,27 +163,47 @@ async def complete_async(
         if delivery is None:
             await _not_started(on_error, _how(exc))
             raise
-        delivery.interrupt(_how(exc))
-        # The socket is already shut down; the worker exits at once. Waiting for it here
-        # keeps the promise that no worker outlives the call, and a second cancel of the
-        # task (wait_for's, say) must not skip the terminal still owed.
-        waiting = asyncio.ensure_future(wait_exit())
-        while not waiting.done():
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(waiting)
-        owed = delivery.owed()
-        if owed is not None:
-            result = owed.fn(*owed.args)
-            if inspect.isawaitable(result):
-                await result
+        # The socket is then shut down; the worker exits at once. Waiting for it here keeps
+        # the promise that no worker outlives the call, and a second cancel of the task
+        # (wait_for's, say) or a second Ctrl-C must not skip the terminal still owed: each
+        # step is idempotent, so an interrupt inside one starts it over.
+        while True:
+            try:
+                delivery.interrupt(_how(exc))
+                waiting = asyncio.ensure_future(wait_exit())
+                while not waiting.done():
+                    with contextlib.suppress(BaseException):
+                        await asyncio.shield(waiting)
+                owed = delivery.owed()
+                if owed is not None:
+                    delivery.settled = True
+                    result = owed.fn(*owed.args)
+                    if inspect.isawaitable(result):
+                        await result
+                break
+            except BaseException:  # the first interrupt is the one that propagates
+                continue
         raise
     finally:
         if entered is not None:
-            stop_delivering(entered)
+            # Closed by the collector, the coroutine may run in another context than the
+            # one it entered: nothing to undo there.
+            with contextlib.suppress(ValueError):
+                stop_delivering(entered)
         for unsub in unsubscribe:
             unsub()
         if delivery is not None and not delivery.ended:
             run.abort.abort()
+
+
+def _call_now(fn: Callable[..., Any], *args: Any) -> None:
+    # No awaiting while a coroutine closes: an async callback's coroutine is closed unrun.
+    try:
+        result = fn(*args)
+    except Exception:
+        return  # it cannot propagate out of a close; the close itself goes on
+    if inspect.iscoroutine(result):
+        result.close()
 
 
 def _how(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ returns while the worker is still running.
 from __future__ import annotations
 
 import queue
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._cancel import CancelToken, tokens_for
 from .._types import CompletionRequest, CompletionResponse
@@ -70,15 +70,24 @@ def complete_blocking(
         # deadline), whenever it strikes (a read, the worker finishing after done): the
         # caller gets exactly one terminal before it propagates. After the terminal (an
         # error raised for want of on_error, a raising on_done) nothing is owed.
-        if delivery is None:
-            if on_error is not None:
-                on_error(not_started(_how(exc)))
-            raise
-        delivery.interrupt(_how(exc))
-        _wait_out(delivery.run)
-        owed = delivery.owed()
-        if owed is not None:
-            owed.fn(*owed.args)
+        # A second interrupt (Ctrl-C pressed twice) may land anywhere in here: every step
+        # is idempotent, so it starts over, and the first interrupt is the one that
+        # propagates. (Inline, not a function: a call is where a signal handler runs.)
+        while True:
+            try:
+                if delivery is None:
+                    if on_error is not None:
+                        on_error(not_started(_how(exc)))
+                else:
+                    delivery.interrupt(_how(exc))
+                    delivery.run.wait_exit()
+                    owed = delivery.owed()
+                    if owed is not None:
+                        delivery.settled = True
+                        owed.fn(*owed.args)
+                break
+            except BaseException:  # the next try starts the step over
+                continue
         raise
     finally:
         for unsub in unsubscribe:
@@ -89,20 +98,26 @@ def complete_blocking(
             delivery.run.wait_exit()
 
 
+def _refuse_awaitable(result: Any, name: str) -> None:
+    """TypeError if a callback returned a coroutine, which a blocking call cannot await.
+
+    An ``async def`` behind a decorator that hides it passes the check made up front;
+    its coroutine would otherwise be dropped, every chunk lost without a word.
+    """
+    if hasattr(result, "__await__"):
+        if hasattr(result, "close"):
+            result.close()  # never awaited: close it, or Python warns about it
+        msg = (
+            f"{name} returned a coroutine, which a blocking call cannot await: use "
+            "`await Streaming.complete_async(...)`, or pass a plain function"
+        )
+        raise TypeError(msg)
+
+
 def _how(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return "Ctrl-C (KeyboardInterrupt)"
     return f"{type(exc).__name__} raised on the calling thread (by a signal handler?)"
-
-
-def _wait_out(run: Run) -> None:
-    """Wait for the worker even through a second interrupt: it is already ending."""
-    while True:
-        try:
-            run.wait_exit()
-            return
-        except BaseException:  # the first interrupt is the one that propagates
-            continue
 
 
 def _drive(
@@ -134,7 +149,9 @@ def _drive(
                     if delivery.cancelled:
                         break  # cancel() has returned: not one more chunk
                     try:
-                        fn(chunk)
+                        returned = fn(chunk)
+                        if returned is not None:  # the common None costs one compare
+                            _refuse_awaitable(returned, "on_chunk")
                     except KeyboardInterrupt:
                         raise  # Ctrl-C, wherever it lands: the stream is cancelled (above)
                     except BaseException as exc:
@@ -144,7 +161,10 @@ def _drive(
                         break
                 op = send(raised)
             elif isinstance(op, Call):
-                op.fn(*op.args)
+                delivery.settled = True  # from here on an interrupt owes nothing
+                returned = op.fn(*op.args)
+                if returned is not None:
+                    _refuse_awaitable(returned, "on_done or on_error")
                 op = send(None)
             else:
                 if isinstance(op, Stop):
@@ -157,8 +177,8 @@ def _drive(
     except StopIteration as stop:
         if propagate is not None:
             raise propagate from None
-        result: Optional[CompletionResponse] = stop.value
-        return result
+        response: Optional[CompletionResponse] = stop.value
+        return response
     except BlazenError:
         # No error handler: the error is raised, unless a KeyboardInterrupt or SystemExit
         # from a callback was waiting to propagate.

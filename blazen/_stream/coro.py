@@ -5,10 +5,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import types
 from collections.abc import Coroutine, Generator
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, Optional, TypeVar, cast
 
-__all__ = ["cancel_safe", "guarded"]
+__all__ = ["cancel_safe"]
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Coroutine[Any, Any, Any]])
@@ -20,7 +21,9 @@ class _Guarded(Coroutine[Any, Any, _T]):
     A task cancelled before it ever ran throws ``CancelledError`` into a coroutine that has
     not started, and Python then skips the body entirely: no terminal callback would run.
     Here the body first runs up to its first wait (where a stream has subscribed its
-    callbacks), and the cancel lands there, as it would one step later.
+    callbacks), and the cancel lands there, as it would one step later. Everything else
+    (its name, frame and state, for task reprs, ``get_stack()`` and debuggers) is the
+    inner coroutine's.
     """
 
     __slots__ = ("_coro", "_started")
@@ -53,18 +56,50 @@ class _Guarded(Coroutine[Any, Any, _T]):
     def __next__(self) -> Any:
         return self.send(None)
 
+    def __getattr__(self, name: str) -> Any:
+        # cr_frame, cr_await, cr_running, cr_code, __name__, __qualname__...
+        return getattr(self._coro, name)
 
-def guarded(coro: Coroutine[Any, Any, _T]) -> Coroutine[Any, Any, _T]:
-    """``coro``, keeping its terminal promise when its task is cancelled before it ran."""
-    return _Guarded(coro)
+    def __repr__(self) -> str:
+        return repr(self._coro)
+
+
+class _CoroutineFunction:
+    """An async function whose calls are :class:`_Guarded`; still a coroutine function.
+
+    asyncio and inspect (and the frameworks that ask them whether to await a callable)
+    recognise it through the markers they look for, read lazily so that ``import blazen``
+    does not import asyncio.
+    """
+
+    def __init__(self, fn: Callable[..., Coroutine[Any, Any, Any]]) -> None:
+        self._fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Guarded[Any]:
+        return _Guarded(self._fn(*args, **kwargs))
+
+    def __get__(self, obj: Any, objtype: Optional[type] = None) -> Any:
+        # A method: bound like a function (a bound method forwards the markers below).
+        return self if obj is None else types.MethodType(self, obj)
+
+    @property
+    def _is_coroutine(self) -> Any:
+        # What asyncio.iscoroutinefunction looks for (asyncio is loaded if it asks).
+        import asyncio.coroutines
+
+        return getattr(asyncio.coroutines, "_is_coroutine", None)
+
+    @property
+    def _is_coroutine_marker(self) -> Any:
+        # What inspect.markcoroutinefunction sets (Python 3.12+).
+        return getattr(inspect, "_is_coroutine_mark", None)
 
 
 def cancel_safe(fn: _F) -> _F:
-    """Make an ``async def`` keep its terminal promise when its task is cancelled unstarted."""
+    """Make an async function keep its terminal promise when its task is cancelled unstarted.
 
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> _Guarded[Any]:
-        return _Guarded(fn(*args, **kwargs))
-
-    mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
-    return cast(_F, mark(call) if mark is not None else call)
+    ``fn`` is an ``async def``, or a plain function that checks its arguments at once and
+    returns the coroutine to run.
+    """
+    return cast(_F, _CoroutineFunction(fn))

@@ -92,7 +92,7 @@ class Delivery:
         self.ended = False
         #: What was decided: the response, or the error (before its partial text is known).
         self.outcome: Optional[Union[CompletionResponse, BlazenError]] = None
-        #: The terminal callback has been called (or there was none to call).
+        #: The terminal callback has been called: drivers set it as they make the Call.
         self.settled = False
         #: A cancel token fired: from then on no chunk is delivered, and the stream ends
         #: cancelled even if the worker's done is already queued behind the chunks.
@@ -141,10 +141,13 @@ class Delivery:
         self.run.abort.abort()
 
     def owed(self) -> Optional[Call]:
-        """The terminal callback still owed after an interrupt (the worker has exited)."""
+        """The terminal callback still owed after an interrupt (the worker has exited).
+
+        It changes nothing, so an interrupt while it runs can ask again: the caller sets
+        :attr:`settled` as it makes the call.
+        """
         if self.settled:
             return None
-        self.settled = True
         outcome = self.outcome
         if isinstance(outcome, BlazenError):
             if self.on_error is None:
@@ -198,7 +201,6 @@ class Delivery:
                     yield from self._fail(self.cancel_error(), stop=True)
                     return None
                 yield JOIN
-                self.settled = True
                 if self.on_done is not None:
                     yield Call(self.on_done, (response.finish_reason, response.usage))
                 return response
@@ -238,8 +240,8 @@ class Delivery:
         err = decided
         yield STOP if stop else JOIN
         err = self.finish(err)
-        # Settled only now: an interrupt while the error is scrubbed still finds it owed.
-        self.settled = True
+        # Not settled here: the driver settles a Call as it makes it, so an interrupt at
+        # any moment before (while the error is scrubbed, say) still finds it owed.
         if self.on_error is None:
             raise err from err.__cause__
         yield Call(self.on_error, (err,))

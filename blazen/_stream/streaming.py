@@ -10,7 +10,7 @@ from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
 from .blocking import complete_blocking
 from .checks import check_blocking_callbacks, check_controls, check_request
-from .coro import guarded
+from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .model import ChatModel
 
@@ -100,6 +100,7 @@ class Streaming:
         return complete_blocking(model, req, **kwargs)
 
     @staticmethod
+    @cancel_safe
     def complete_async(
         model: ChatModel,
         req: CompletionRequest,
@@ -124,7 +125,7 @@ class Streaming:
         kwargs = _prepare(model, req, handler, on_chunk, on_done, on_error, cancel, timeout)
         from .aio import complete_async
 
-        return guarded(complete_async(model, req, **kwargs))
+        return complete_async(model, req, **kwargs)
 
     @staticmethod
     def start(

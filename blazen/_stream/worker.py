@@ -79,6 +79,7 @@ def _start_workers() -> None:
                     return
             continue
         run.start()
+        del run  # not kept alive (its loop, its text) while the starter idles
 
 
 def _forget_starter() -> None:

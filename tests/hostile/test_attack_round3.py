@@ -1,0 +1,293 @@
+"""Round 3 attacks on 521ca25 (stream lifecycle): each test fails on that commit.
+
+A hostile server (gzip that decodes to nothing for a long time) and a careless caller
+(closing a suspended coroutine, frameworks asking whether a function is a coroutine
+function, a decorator that hides ``async def``, tuple arithmetic on a snapshot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import signal
+import struct
+import sys
+import threading
+import time
+import zlib
+
+import pytest
+
+import blazen
+from blazen import Llm, Streaming
+from blazen.testing import Pause, Recorder, Reply, Stall, StreamServer, openai_sse
+
+from ..conftest import KEY_FOR_TESTS
+
+REQ = Llm.completion_request([Llm.user("hi")])
+
+
+def _model(base_url: str, **options: object) -> blazen.ChatModel:
+    options.setdefault("max_retries", 0)
+    return blazen.Providers.openai_compat("test", base_url, api_key=KEY_FOR_TESTS, **options)
+
+
+def _stream_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "blazen-stream"]
+
+
+# -- asyncio: a suspended complete_async closed (what garbage collection of a task does) --
+
+
+def test_closing_a_suspended_complete_async_coroutine_does_not_raise_and_hangs_up():
+    """coroutine.close() (GeneratorExit) ends the stream quietly: no RuntimeError, socket closed.
+
+    It is what Python does to a pending task's coroutine that is garbage collected (an
+    event loop closed with the task still pending); before 521ca25 the finally block simply
+    aborted the stream.
+    """
+    with StreamServer([Reply.sse([*openai_sse(["partial"])[:2], Stall()])]) as server:
+        rec = Recorder()
+
+        async def main() -> None:
+            coro = Streaming.complete_async(_model(server.base_url), REQ, rec.handler)
+            coro.send(None)  # runs to its first wait: the worker is on its way
+            deadline = time.monotonic() + 5
+            while not server.connections and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            coro.close()  # must not raise "coroutine ignored GeneratorExit"
+
+        asyncio.run(main())
+        assert server.wait_closed(timeout=5)
+    deadline = time.monotonic() + 5
+    while _stream_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _stream_threads()
+    assert rec.terminals <= 1, rec.kinds
+
+
+# -- asyncio: the entry points are still coroutine functions --------------------------------
+
+
+def test_complete_async_and_agent_run_async_are_still_coroutine_functions():
+    """Frameworks dispatch on iscoroutinefunction (Starlette's BackgroundTask, asgiref, DI).
+
+    Reported as plain functions, they are run in a thread pool and their coroutine is never
+    awaited: the stream never happens.
+    """
+    assert asyncio.iscoroutinefunction(Streaming.complete_async)
+    assert asyncio.iscoroutinefunction(blazen.Agent.run_async)
+    agent = blazen.Agent(blazen.Providers.openai_compat("t", "http://127.0.0.1:9", api_key="k"))
+    assert asyncio.iscoroutinefunction(agent.run_async)
+    if sys.version_info >= (3, 12):  # inspect knows only real functions before 3.12
+        assert inspect.iscoroutinefunction(Streaming.complete_async)
+        assert inspect.iscoroutinefunction(agent.run_async)
+
+
+def test_a_pending_stream_task_can_be_inspected_like_any_coroutine_task():
+    """task.get_stack() shows where a stuck stream waits, and the coroutine has a name."""
+    with StreamServer([Reply.sse([*openai_sse(["partial"])[:2], Stall()])]) as server:
+
+        async def main() -> tuple[list[object], str, str]:
+            task = asyncio.ensure_future(
+                Streaming.complete_async(_model(server.base_url), REQ, on_error=lambda e: None)
+            )
+            await asyncio.sleep(0.2)
+            stack = task.get_stack()
+            coro = task.get_coro()
+            name = getattr(coro, "__qualname__", "")
+            text = repr(task)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return stack, name, text
+
+        stack, name, text = asyncio.run(main())
+    assert stack, "no stack for a suspended stream task"
+    assert "complete_async" in name
+    assert "without __name__" not in text
+
+
+# -- blocking: a coroutine hidden behind a plain function is not silently dropped -----------
+
+
+def _logged(fn):  # a decorator without functools.wraps, as many are
+    def wrapper(*args):
+        return fn(*args)
+
+    return wrapper
+
+
+@pytest.mark.filterwarnings("ignore:coroutine .* was never awaited:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_callback_that_returns_a_coroutine_to_a_blocking_call_is_not_silently_dropped():
+    """A plain function returning a coroutine (a decorated ``async def``) is not a silent no-op.
+
+    The coroutine-function check refuses ``async def`` callbacks up front; one behind a
+    decorator returns a coroutine at each chunk that nobody awaits, and the text is lost
+    while complete() reports success.
+    """
+    got: list[str] = []
+
+    @_logged
+    async def on_chunk(chunk: blazen.StreamChunk) -> None:
+        got.append(chunk.content_delta or "")
+
+    with StreamServer([Reply.sse(openai_sse(["a", "b"]))]) as server:
+        rec = Recorder()
+        try:
+            Streaming.complete(
+                _model(server.base_url), REQ, on_chunk=on_chunk, on_error=rec.on_error
+            )
+        except TypeError:
+            return  # refused: fine
+    assert isinstance(rec.error, blazen.CallbackError), (
+        f"on_chunk's coroutines were dropped without a word (callback saw {got!r})"
+    )
+
+
+# -- ToolCalls: tuple arithmetic ------------------------------------------------------------
+
+
+def _snapshot(calls: int) -> blazen.StreamChunk:
+    from blazen.testing import openai_tool_sse
+
+    with StreamServer(
+        [Reply.sse(openai_tool_sse([(f"id{i}", "f", "{}") for i in range(calls)]))]
+    ) as server:
+        rec = Recorder()
+        Streaming.complete(_model(server.base_url), REQ, rec.handler)
+    return rec.chunks[-1]
+
+
+def test_a_tool_call_snapshot_does_tuple_arithmetic_from_either_side():
+    """It "behaves as the tuple of its calls": ``() + snap`` and ``snap * 2`` work as for a tuple."""
+    snap = _snapshot(12).tool_calls
+    calls = tuple(snap)
+    assert len(calls) == 12
+    assert () + snap == calls  # type: ignore[operator]  # noqa: RUF005
+    assert snap * 2 == calls * 2  # type: ignore[operator]
+    assert 2 * snap == 2 * calls  # type: ignore[operator]
+
+
+# -- gzip bodies trickled so that they decode to nothing for a long time ---------------------
+
+
+def _gzip_with_a_trickled_comment(payload: bytes, pieces: int, gap: float) -> list[object]:
+    # A gzip member whose header carries a comment (FLG.FCOMMENT): the decoder consumes it
+    # and yields no output, so urllib3's read1 keeps reading the socket for more.
+    deflate = zlib.compressobj(9, zlib.DEFLATED, -15)
+    body = deflate.compress(payload) + deflate.flush()
+    header = b"\x1f\x8b\x08\x10" + b"\x00\x00\x00\x00" + b"\x00\xff"
+    trailer = struct.pack("<II", zlib.crc32(payload) & 0xFFFFFFFF, len(payload))
+    comment = [part for _ in range(pieces) for part in (b"c", Pause(gap))]
+    return [header, *comment, b"\x00" + body + trailer]
+
+
+@pytest.mark.parametrize("transfer", ["close", "chunked", "length"])
+def test_a_gzip_body_that_decodes_to_nothing_for_ever_still_ends_at_the_idle_timeout(transfer):
+    """model.complete(): a gzip body trickled inside its header cannot outlast idle_timeout."""
+    payload = json.dumps(
+        {
+            "id": "x",
+            "object": "chat.completion",
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+    ).encode()
+    reply = Reply(
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        body=_gzip_with_a_trickled_comment(payload, 40, 0.2),  # about 8 s
+        transfer=transfer,
+    )
+    with StreamServer([reply]) as server:
+        model = _model(server.base_url, idle_timeout=0.6)
+        start = time.monotonic()
+        with pytest.raises(blazen.TimeoutError) as info:
+            model.complete(REQ)
+        took = time.monotonic() - start
+    assert took < 3, f"the trickled gzip body held the call for {took:.1f} s"
+    assert info.value.limit == "idle"
+
+
+@pytest.mark.parametrize("transfer", ["close", "chunked"])
+def test_a_gzip_stream_that_sends_empty_blocks_after_done_cannot_hold_the_call(transfer):
+    """After [DONE], empty deflate blocks (decoding to nothing) cannot hold the drain past ~1 s."""
+    gzip = zlib.compressobj(6, zlib.DEFLATED, 31)
+    first = gzip.compress(b"".join(openai_sse(["hi"]))) + gzip.flush(zlib.Z_SYNC_FLUSH)
+    empty_block = b"\x00\x00\x00\xff\xff"  # a stored block of length 0
+    body = [first] + [part for _ in range(30) for part in (Pause(0.3), empty_block)]
+    reply = Reply(
+        headers={"Content-Type": "text/event-stream", "Content-Encoding": "gzip"},
+        body=body,
+        transfer=transfer,
+    )
+    with StreamServer([reply]) as server:
+        start = time.monotonic()
+        resp = Streaming.complete(_model(server.base_url), REQ)
+        took = time.monotonic() - start
+    assert resp.content == "hi"
+    assert took < 3, f"the drain after [DONE] took {took:.1f} s"
+
+
+# -- signals: a second interrupt while the first is being handled ----------------------------
+
+
+class Deadline(Exception):
+    """What the SIGALRM handler raises."""
+
+
+@pytest.mark.skipif(
+    not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
+    reason="POSIX interval timers on the main thread",
+)
+def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal():
+    """Ctrl-C pressed twice (here: two SIGALRMs 0.7 ms apart) still gives on_error exactly once.
+
+    The handler already waits for the worker "even through a second interrupt"; a second
+    one landing in ``delivery.interrupt()`` (the socket shutdown) skips the terminal.
+    The callbacks are C methods (list.append, dict.__setitem__), so a signal cannot land
+    inside them: a missing terminal was never called.
+    """
+    import random
+
+    fired = [0]
+
+    def on_alarm(signum, frame):
+        fired[0] += 1
+        if fired[0] >= 2:  # the second press: no third
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        raise Deadline("again")
+
+    body = [part for event in openai_sse(list("abc")) for part in (event, Pause(0.001))]
+    rnd = random.Random(1)
+    saved = signal.getsignal(signal.SIGALRM)
+    signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with StreamServer(default=Reply.sse(body)) as server:
+            model = _model(server.base_url)
+            for attempt in range(300):
+                errors: list[object] = []
+                dones: dict[str, object] = {}
+                fired[0] = 0
+                try:
+                    try:
+                        signal.setitimer(signal.ITIMER_REAL, rnd.uniform(0.001, 0.006), 0.0007)
+                        Streaming.complete(
+                            model, REQ, on_done=dones.__setitem__, on_error=errors.append
+                        )
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                except Deadline:
+                    pass
+                assert len(errors) + len(dones) == 1, f"attempt {attempt}: {errors} {dones}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved)
