@@ -218,7 +218,7 @@ def _grown(h: dict[str, Any]) -> str:
     # The collector census counts a few objects of the harness itself (its futures'
     # weak references, the census's own counter): only growth that scales is shown.
     floor = max(50, h["streams"] // 1000)
-    shown = [f"`{t.rsplit('.', 1)[-1]}` +{n:,}" for t, n in h["objects"] if n >= floor][:4]
+    shown = [f"`{t.removeprefix('builtins.')}` +{n:,}" for t, n in h["objects"] if n >= floor]
     return ", ".join(shown) or "none"
 
 

@@ -326,7 +326,7 @@ def soak(
         "growth_kib": samples[-1][1] - samples[0][1],
         "threads_left": samples[-1][2] - samples[0][2],
         "fds_left": samples[-1][3] - samples[0][3],
-        "objects": [[t, n] for n, t in grown[:8]],
+        "objects": [[t, n] for n, t in grown[:12]],
         "kinds": dict(kinds),
         "failed": dict(failed),
         "ok": not failed,
