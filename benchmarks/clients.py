@@ -65,6 +65,9 @@ class Client:
     def close(self) -> None:
         """Release pooled connections."""
 
+    def long_lived(self) -> None:
+        """Keep what a long-lived worker keeps between streams (scenario h); most already do."""
+
 
 def _collect_tools(args: dict[int, list[str]]) -> tuple[str, ...]:
     return tuple("".join(args[i]) for i in sorted(args))
@@ -364,17 +367,32 @@ class RequestsSSEClient(Client):
 
         self.requests = requests
         self.sseclient = sseclient
+        self.post = requests.post
+        self.session: Any = None
+
+    def long_lived(self) -> None:
+        # A worker that lives for weeks keeps one Session, and closes each response.
+        self.session = self.requests.Session()
+        self.post = self.session.post
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
         url = self.base + self.path(spec)
-        response = self.requests.post(
+        response = self.post(
             url,
             stream=True,
             headers={"Accept": "text/event-stream", "Authorization": f"Bearer {KEY}"},
             json={"model": "m", "messages": MESSAGES, "stream": True},
         )
         client = self.sseclient.SSEClient(response)
-        return _fold(spec.fmt, (event.data for event in client.events()), on_text, "[DONE]")
+        try:
+            return _fold(spec.fmt, (event.data for event in client.events()), on_text, "[DONE]")
+        finally:
+            if self.session is not None:
+                response.close()
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
 
 
 # -- httpx + httpx-sse -----------------------------------------------------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .clients import CLIENTS, IMPORT_REFERENCES
+from .soak import CHUNKS
 
 __all__ = ["summarise", "write_report"]
 
@@ -101,6 +102,8 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
             * 1024
             / (n - n // 2),
         }
+    for key, runs in s.get("h", {}).items():
+        out[("h", key)] = runs[-1]  # one soak per client
     return out
 
 
@@ -199,7 +202,57 @@ def _targets(results: dict[str, Any], summ: dict[str, Any]) -> list[str]:
             lambda v: v <= limit,
             _fmt(grow, " B", 1),
         )
+    h = summ.get(("h", "blazen"))
+    if h:
+        per_100k = h["kib_per_10k"] * 10 / 1024
+        check(
+            "(h) 100,000 streams through one model add ≤ 3 MiB resident memory (issue 20)",
+            per_100k,
+            lambda v: v <= 3,
+            f"{per_100k:.2f} MiB (slope over {h['streams']:,} streams)",
+        )
     return lines
+
+
+def _grown(h: dict[str, Any]) -> str:
+    # The collector census counts a few objects of the harness itself (its futures'
+    # weak references, the census's own counter): only growth that scales is shown.
+    floor = max(50, h["streams"] // 1000)
+    shown = [f"`{t.removeprefix('builtins.')}` +{n:,}" for t, n in h["objects"] if n >= floor]
+    return ", ".join(shown) or "none"
+
+
+def _soak_section(results: dict[str, Any], summ: dict[str, Any], clients: list[str]) -> list[str]:
+    sizes = results["sizes"]
+    out = [
+        "## (h) Soak: resident memory over many short streams",
+        "",
+        "A fresh process per client; one client object (one blazen model, one `openai.OpenAI`, "
+        f"one `requests.Session`...) shared by four threads, each stream {CHUNKS} text chunks "
+        "in one write. After "
+        f"{sizes['h_warmup']:,} streams of warm-up, resident memory is read after a full "
+        f"collection every {sizes['h_every']:,} streams, up to {sizes['h_rounds']} times (a "
+        f"client still streaming after {sizes['h_seconds']} s stops early). Growth per 10,000 "
+        "streams is the slope of a least-squares line through those samples; total is the "
+        "last sample minus the first. blazen mixes blocking calls, `complete_async`, "
+        "`Streaming.start` handles, server errors, raising callbacks and three kinds of "
+        "cancel through one model; objects are the types the garbage collector tracks more "
+        "of at the end than after the warm-up.",
+        "",
+        "| client | streams after warm-up | growth per 10,000 streams | total growth "
+        "| µs per stream | threads, fds left | objects that grew |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key in clients:
+        h = summ.get(("h", key))
+        if h:
+            out.append(
+                f"| {_name(key)} | {h['streams']:,} | {h['kib_per_10k']:+,.0f} KiB "
+                f"| {h['growth_kib']:+,} KiB | {h['us_per_stream']:,.0f} "
+                f"| {h['threads_left']}, {h['fds_left']} | {_grown(h)} |"
+            )
+    out.append("")
+    return out
 
 
 def render(results: dict[str, Any]) -> str:
@@ -351,6 +404,9 @@ def render(results: dict[str, Any]) -> str:
                     f"| {g['text_growth_per_chunk']:.1f} B |"
                 )
         out.append("")
+
+    if any(("h", k) in summ for k in clients):
+        out += _soak_section(results, summ, clients)
 
     out += ["## Targets (issue 9)", "", "| target | blazen | verdict |", "|---|---|---|"]
     out += _targets(results, summ)

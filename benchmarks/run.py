@@ -32,9 +32,10 @@ __all__ = ["Sizes", "main", "run"]
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SCENARIOS = "abcdefg"
+SCENARIOS = "abcdefgh"
 #: Clients too slow for the full sizes: they stream a tenth of the chunks (results are per
-#: chunk, so still comparable), run the concurrency scenario once and skip the memory one.
+#: chunk, so still comparable), run the concurrency scenario once and skip the memory one;
+#: the soak's time budget cuts them short.
 SLOW = {"litellm"}
 
 
@@ -51,6 +52,12 @@ class Sizes:
         self.d_counts = (4, 8) if quick else (32, 256)
         self.f_after = 5 if quick else 50
         self.g = 2_000 if quick else 200_000
+        #: The soak: warm-up streams, then up to ``h_rounds`` samples ``h_every`` streams
+        #: apart, stopping early (after two) once ``h_seconds`` of streaming have gone by.
+        self.h_warmup = 100 if quick else 10_000
+        self.h_every = 100 if quick else 10_000
+        self.h_rounds = 3 if quick else 10
+        self.h_seconds = 60 if quick else 600
         self.repeat = repeat or (1 if quick else 5)
         #: Each sample of (a)-(c) is the fastest of this many consecutive streams.
         self.best_of = 1 if quick else 3
@@ -189,6 +196,22 @@ def _memory(key: str, base: str, n: int) -> dict[str, Any]:
     if out.returncode:
         return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "failed"}
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _soak(key: str, base: str, sizes: Sizes) -> dict[str, Any]:
+    # Progress goes to our stderr: a full soak of a slow client takes many minutes.
+    soak = f"{sizes.h_warmup},{sizes.h_every},{sizes.h_rounds},{sizes.h_seconds}"
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.runner", key, base, "--soak", soak],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
+    lines = out.stdout.strip().splitlines()
+    if out.returncode or not lines:
+        return {"error": f"soak runner exited with {out.returncode}"}
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 
 def run(
@@ -333,6 +356,18 @@ def run(
                         got["half_peak_kib"] = half["peak_kib"]
                         got["half_text_kib"] = half["text_kib"]
                         add("g", key, got)
+
+        if "h" in scenarios:
+            # One long measurement per client, one client at a time: a soak of every
+            # client at once would measure how they share two cores.
+            for key in clients:
+                _log(f"soak {key}")
+                got = _soak(key, base, sizes)
+                if "error" in got or got.get("ok") is False:
+                    failed = got.get("failed") or got.get("error")
+                    results["errors"].append(f"{key} soak: {failed}")
+                if "samples" in got:
+                    add("h", key, got)
     finally:
         assert server.stdin is not None
         server.stdin.close()
@@ -352,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(c for c in CLIENTS if c != "blazen-baseline"),
         help=f"comma-separated subset of: {', '.join(CLIENTS)}",
     )
-    parser.add_argument("--scenarios", default=SCENARIOS, help="subset of 'abcdefg'")
+    parser.add_argument("--scenarios", default=SCENARIOS, help="subset of 'abcdefgh'")
     parser.add_argument("--formats", default="openai,anthropic", help="wire formats for a-c")
     parser.add_argument("--out", default=str(HERE / "results"), help="output directory")
     parser.add_argument("--label", default="", help="a name for this run in the report")

@@ -5,7 +5,8 @@ on stdin; the runner answers one JSON line on stdout. Keeping each library in it
 process means no library's imports, threads or hooks slow another one down, and the
 orchestrator can interleave the repeats of every client so that noise spreads evenly.
 The memory scenario instead starts a fresh runner per measurement (``--memory``), so the
-peak it reads belongs to that one stream.
+peak it reads belongs to that one stream; so does the soak (``--soak``, see
+:mod:`benchmarks.soak`), so that nothing an earlier scenario left counts in its growth.
 """
 
 from __future__ import annotations
@@ -163,9 +164,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("client")
     parser.add_argument("base")
     parser.add_argument("--memory", type=int, default=0, help="measure one stream's peak memory")
+    parser.add_argument(
+        "--soak",
+        metavar="WARMUP,EVERY,ROUNDS,SECONDS",
+        help="the soak: RSS growth over many short streams from four threads",
+    )
     args = parser.parse_args(argv)
     if args.memory:
         print(json.dumps(op_memory(args.client, args.base, args.memory)), flush=True)
+        return
+    if args.soak:
+        from .soak import soak
+
+        warmup, every, rounds, seconds = args.soak.split(",")
+        got = soak(args.client, args.base, int(warmup), int(every), int(rounds), float(seconds))
+        print(json.dumps(got), flush=True)
         return
     client = make_client(args.client, args.base)
     print(json.dumps({"ready": True, "formats": client.formats}), flush=True)

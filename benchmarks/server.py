@@ -6,7 +6,10 @@ the stream it wants (see :class:`benchmarks.streams.Spec`). Bodies are rendered 
 cached, so in "all" mode a whole response is one ``sendall`` and the server is never the
 bottleneck. ``GET /closed/<tag>`` answers when the server saw the client close the
 connection of the stream tagged ``<tag>`` (``time.monotonic()``, the same clock in every
-process of the machine), for the teardown scenario.
+process of the machine), for the teardown scenario. Under ``/by-model/`` the request body's
+``model`` names the stream instead of the path (``Spec.path()`` without its ``/s/``), or an
+error status (``error-500``): one client object with one base URL can then ask for any
+stream, a stalled one or a failure, as the soak scenario does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import functools
 import heapq
 import itertools
 import json
+import re
 import select
 import socket
 import sys
@@ -36,6 +40,7 @@ _HEAD = (
 )
 _END = b"0\r\n\r\n"
 _closed: dict[str, float] = {}
+_MODEL = re.compile(rb'"model"\s*:\s*"([^"]*)"')
 _lock = threading.Lock()
 
 
@@ -130,8 +135,25 @@ class _Pacer:
 _pacer: _Pacer | None = None
 
 
-def _respond(conn: socket.socket, path: str) -> bool:
+def _by_model(body: bytes) -> str:
+    """The path a ``/by-model/`` request asks for, named by its body's ``model``."""
+    found = _MODEL.search(body)
+    name = found.group(1).decode() if found else ""
+    if name.startswith("error-"):
+        return f"/error/{name[len('error-') :]}"
+    return f"/s/{name}"
+
+
+def _respond(conn: socket.socket, path: str, body: bytes = b"") -> bool:
     """Answer one request; return whether the connection may serve another."""
+    if path.startswith("/by-model/"):
+        path = _by_model(body)
+    if path.startswith("/error/"):
+        status = int(path.split("/")[2])
+        message = f"benchmark error {status}"
+        error = {"error": {"message": message, "type": "server_error", "code": None}}
+        _plain(conn, f"{status} Error", json.dumps(error).encode())
+        return True
     if path.startswith("/closed/"):
         with _lock:
             seen = _closed.get(path[len("/closed/") :])
@@ -191,15 +213,15 @@ def _serve_conn(conn: socket.socket) -> None:
                     if not data:
                         return
                     buf += data
-                buf = buf.split(b"0\r\n\r\n", 1)[1]
+                body, buf = buf.split(b"0\r\n\r\n", 1)
             else:
                 while len(buf) < length:
                     data = conn.recv(65536)
                     if not data:
                         return
                     buf += data
-                buf = buf[length:]
-            if not _respond(conn, path):
+                body, buf = buf[:length], buf[length:]
+            if not _respond(conn, path, body):
                 return
     except OSError:
         return

@@ -40,7 +40,15 @@ def test_quick_benchmark_run_writes_a_table_and_a_chart(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     table = (tmp_path / "results.md").read_text()
-    for heading in ("(a) throughput", "(d) Concurrent", "(e) Import", "(f) Abort", "(g) Peak"):
+    headings = (
+        "(a) throughput",
+        "(d) Concurrent",
+        "(e) Import",
+        "(f) Abort",
+        "(g) Peak",
+        "(h) Soak",
+    )
+    for heading in headings:
         assert heading in table
     assert "| **blazen** |" in table
     assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
