@@ -60,16 +60,28 @@ class Llm:
     """
 
     @staticmethod
-    def system(text: str) -> ChatMessage:
-        """A system message."""
-        return ChatMessage(role="system", content=text)
+    def system(text: str, *, cache: bool = False) -> ChatMessage:
+        """A system message; ``cache=True`` puts a prompt-cache breakpoint after it.
+
+        The breakpoint is Anthropic's ``cache_control`` (at most four per request, a fifth
+        raises ``ValidationError``); OpenAI and Gemini cache long prefixes by themselves and
+        ignore the flag. ``TokenUsage.cached_tokens`` says what was read from the cache.
+        """
+        return ChatMessage(role="system", content=text, cache=cache)
 
     @staticmethod
-    def user(text: str, images: Iterable[Union[str, ImagePart]] = ()) -> ChatMessage:
-        """A user message: text, optionally with images given by URL or :meth:`image`."""
+    def user(
+        text: str, images: Iterable[Union[str, ImagePart]] = (), *, cache: bool = False
+    ) -> ChatMessage:
+        """A user message: text, optionally with images given by URL or :meth:`image`.
+
+        ``cache=True`` puts a prompt-cache breakpoint on its last part (see :meth:`system`).
+        """
         if isinstance(images, (str, ImagePart)):
             images = [images]
-        return ChatMessage(role="user", content=text, images=tuple(_image(i) for i in images))
+        return ChatMessage(
+            role="user", content=text, images=tuple(_image(i) for i in images), cache=cache
+        )
 
     @staticmethod
     def image(

@@ -352,6 +352,12 @@ def _check_content(_self: Any, _attribute: Any, content: Any) -> None:
         raise TypeError(msg)
 
 
+def _check_cache(_self: Any, _attribute: Any, cache: Any) -> None:
+    if type(cache) is not bool:
+        msg = f"message cache must be True or False, got {cache!r}"
+        raise TypeError(msg)
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class ChatMessage:
@@ -362,6 +368,9 @@ class ChatMessage:
     images: tuple[ImagePart, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: Optional[str] = None
+    #: A prompt-cache breakpoint after this message (Anthropic's ``cache_control``; other
+    #: providers cache by themselves and ignore it).
+    cache: bool = attrs.field(default=False, validator=_check_cache)
 
 
 @immutable
@@ -398,12 +407,15 @@ class TokenUsage:
 
     Each is a whole number of at least 0; a count that is not (``"5"``, ``-1``, ``NaN``)
     raises ``TypeError``, which makes a stream that carries one a malformed payload.
+    ``prompt_tokens`` counts every input token, ``cached_tokens`` (read from the
+    provider's prompt cache) and ``cache_write_tokens`` (written to it) included.
     """
 
     prompt_tokens: int = attrs.field(default=0, converter=_count)
     completion_tokens: int = attrs.field(default=0, converter=_count)
     total_tokens: int = attrs.field(default=0, converter=_count)
-    cached_input_tokens: int = attrs.field(default=0, converter=_count)
+    cached_tokens: int = attrs.field(default=0, converter=_count)
+    cache_write_tokens: int = attrs.field(default=0, converter=_count)
     reasoning_tokens: int = attrs.field(default=0, converter=_count)
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
@@ -423,6 +435,11 @@ class TokenUsage:
     def output_tokens(self) -> int:
         """Alias of :attr:`completion_tokens`."""
         return self.completion_tokens
+
+    @property
+    def cached_input_tokens(self) -> int:
+        """Alias of :attr:`cached_tokens` (its earlier name)."""
+        return self.cached_tokens
 
 
 _USAGE_FIELDS = attrs.fields(TokenUsage)

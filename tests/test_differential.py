@@ -95,6 +95,7 @@ def anthropic_reads(name: str) -> Any:
         "refusal_after_content.sse",
         "three_choices_text.sse",
         "three_choices_tool_calls.sse",
+        "cached_usage.sse",
     ],
 )
 def test_openai_sdk_and_blazen_agree(name):
@@ -118,6 +119,8 @@ def test_openai_sdk_and_blazen_agree(name):
             u.completion_tokens,
         )
         assert resp.usage.total_tokens == u.total_tokens
+        details = u.prompt_tokens_details
+        assert resp.usage.cached_tokens == ((details and details.cached_tokens) or 0)
     extra = (message.model_extra or {}).get("reasoning_content")
     assert resp.reasoning == extra
 
@@ -179,6 +182,7 @@ def test_openai_sdk_ignores_groq_usage_that_blazen_reads():
         "thinking.sse",
         "max_tokens.sse",
         "cached_usage.sse",
+        "cache_write_usage.sse",
         "unknown_events.sse",
         "refusal.sse",
         "refusal_without_details.sse",
@@ -203,7 +207,8 @@ def test_anthropic_sdk_and_blazen_agree(name):
     # blazen's prompt_tokens counts every input token; Anthropic splits out the cache.
     cache = (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
     assert resp.usage.prompt_tokens == u.input_tokens + cache
-    assert resp.usage.cached_input_tokens == (u.cache_read_input_tokens or 0)
+    assert resp.usage.cached_tokens == (u.cache_read_input_tokens or 0)
+    assert resp.usage.cache_write_tokens == (u.cache_creation_input_tokens or 0)
     assert resp.usage.completion_tokens == u.output_tokens
 
 

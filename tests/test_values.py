@@ -69,7 +69,7 @@ def test_repr_shows_fields_in_order_and_aliases():
     usage = blazen.TokenUsage(prompt_tokens=1)
     assert repr(usage) == (
         "TokenUsage(prompt_tokens=1, completion_tokens=0, total_tokens=0, "
-        "cached_input_tokens=0, reasoning_tokens=0)"
+        "cached_tokens=0, cache_write_tokens=0, reasoning_tokens=0)"
     )
     assert repr(blazen.ToolCall("c", "f", "{}")) == (
         "ToolCall(id='c', name='f', arguments_json='{}')"

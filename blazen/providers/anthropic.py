@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
-from ..errors import ProviderError, UnsupportedError
+from ..errors import ProviderError, UnsupportedError, ValidationError
 from .base import call_arguments, image_source, parse_json, system_text
 
 __all__ = ["AnthropicWire"]
@@ -36,12 +36,16 @@ DEFAULT_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 # https://docs.anthropic.com/en/docs/build-with-claude/vision: the formats Claude reads.
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+# https://docs.claude.com/en/docs/build-with-claude/prompt-caching: a cache_control block
+# caches the prompt up to and including itself; a request may hold at most four.
+_MAX_BREAKPOINTS = 4
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
 def _usage(u: Mapping[str, Any]) -> TokenUsage:
     # Anthropic's input_tokens leaves out cached tokens; blazen's prompt_tokens counts every
-    # input token (as OpenAI's does), with the cache reads also in cached_input_tokens.
+    # input token (as OpenAI's does), with the cache reads also in cached_tokens and the
+    # writes in cache_write_tokens.
     fresh = u.get("input_tokens") or 0
     written = u.get("cache_creation_input_tokens") or 0
     read = u.get("cache_read_input_tokens") or 0
@@ -51,7 +55,8 @@ def _usage(u: Mapping[str, Any]) -> TokenUsage:
         prompt_tokens=prompt,
         completion_tokens=out,
         total_tokens=prompt + out,
-        cached_input_tokens=read,
+        cached_tokens=read,
+        cache_write_tokens=written,
     )
 
 
@@ -102,7 +107,13 @@ class AnthropicWire:
         }
 
     def _blocks(self, m: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
-        """The role and content blocks of one message."""
+        """The role and content blocks of one message, its breakpoint on the last."""
+        role, blocks = self._plain_blocks(m)
+        if m.cache:
+            blocks[-1]["cache_control"] = {"type": "ephemeral"}
+        return role, blocks
+
+    def _plain_blocks(self, m: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
         if m.role == "tool":
             block: dict[str, Any] = {
                 "type": "tool_result",
@@ -141,9 +152,41 @@ class AnthropicWire:
                 out.append({"role": role, "content": blocks})
         for msg in out:
             content = msg["content"]
-            if len(content) == 1 and content[0]["type"] == "text":
-                msg["content"] = content[0]["text"]
+            # One plain text block goes as a string; a breakpoint needs the block form.
+            only = content[0] if len(content) == 1 else None
+            if only is not None and only["type"] == "text" and "cache_control" not in only:
+                msg["content"] = only["text"]
         return out
+
+    def system(self, req: CompletionRequest) -> Union[str, list[dict[str, Any]], None]:
+        """The top-level ``system``: a string, or text blocks when one carries a breakpoint."""
+        if not any(m.cache for m in req.messages if m.role == "system"):
+            return system_text(req)
+        blocks: list[dict[str, Any]] = []
+        if req.system:
+            blocks.append({"type": "text", "text": req.system})
+        for m in req.messages:
+            if m.role == "system" and m.content:
+                block: dict[str, Any] = {"type": "text", "text": m.content}
+                if m.cache:
+                    block["cache_control"] = {"type": "ephemeral"}
+                blocks.append(block)
+        return blocks or None
+
+    def _check_breakpoints(self, body: Mapping[str, Any]) -> None:
+        system = body.get("system")
+        blocks = list(system) if isinstance(system, list) else []
+        for msg in body["messages"]:
+            if isinstance(msg["content"], list):
+                blocks.extend(msg["content"])
+        count = sum(1 for b in blocks if "cache_control" in b)
+        if count > _MAX_BREAKPOINTS:
+            msg = (
+                f"{self.provider} allows at most {_MAX_BREAKPOINTS} cache breakpoints in one "
+                f"request, and this one has {count} (messages built with cache=True); keep "
+                "cache=True on at most four, such as the system prompt and the latest turns"
+            )
+            raise ValidationError(msg, provider=self.provider)
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
@@ -158,9 +201,11 @@ class AnthropicWire:
             "max_tokens": req.max_tokens or self._default_max_tokens,
             "messages": self.messages(req),
         }
-        system = system_text(req)
+        system = self.system(req)
         if system:
             body["system"] = system
+        if any(m.cache for m in req.messages):
+            self._check_breakpoints(body)
         if req.temperature is not None:
             body["temperature"] = req.temperature
         if req.top_p is not None:

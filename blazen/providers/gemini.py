@@ -42,7 +42,9 @@ def _usage(u: Mapping[str, Any]) -> TokenUsage:
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=u.get("totalTokenCount") or prompt + completion,
-        cached_input_tokens=u.get("cachedContentTokenCount") or 0,
+        # Implicit (and explicit cachedContents) cache reads, already inside promptTokenCount;
+        # Gemini reports no writes (https://ai.google.dev/gemini-api/docs/caching).
+        cached_tokens=u.get("cachedContentTokenCount") or 0,
         reasoning_tokens=thoughts,
     )
 

@@ -75,7 +75,10 @@ def _usage(u: Mapping[str, Any]) -> TokenUsage:
         prompt_tokens=prompt,
         completion_tokens=completion,
         total_tokens=u.get("total_tokens") or prompt + completion,
-        cached_input_tokens=pdet.get("cached_tokens") or 0,
+        # OpenAI caches long prefixes by itself and reports only the reads
+        # (https://platform.openai.com/docs/guides/prompt-caching); writes are free, unsaid.
+        # DeepSeek names its cache reads prompt_cache_hit_tokens (its context-caching guide).
+        cached_tokens=pdet.get("cached_tokens") or u.get("prompt_cache_hit_tokens") or 0,
         reasoning_tokens=cdet.get("reasoning_tokens") or 0,
     )
 
