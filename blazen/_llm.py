@@ -60,16 +60,23 @@ class Llm:
     """
 
     @staticmethod
-    def system(text: str) -> ChatMessage:
-        """A system message."""
-        return ChatMessage(role="system", content=text)
+    def system(text: str, *, name: Optional[str] = None) -> ChatMessage:
+        """A system message; ``name`` (optional) is sent where the wire has one (OpenAI)."""
+        return ChatMessage(role="system", content=text, name=name)
 
     @staticmethod
-    def user(text: str, images: Iterable[Union[str, ImagePart]] = ()) -> ChatMessage:
-        """A user message: text, optionally with images given by URL or :meth:`image`."""
+    def user(
+        text: str, images: Iterable[Union[str, ImagePart]] = (), *, name: Optional[str] = None
+    ) -> ChatMessage:
+        """A user message: text, optionally with images given by URL or :meth:`image`.
+
+        ``name`` (optional) tells users apart; it is sent where the wire has one (OpenAI).
+        """
         if isinstance(images, (str, ImagePart)):
             images = [images]
-        return ChatMessage(role="user", content=text, images=tuple(_image(i) for i in images))
+        return ChatMessage(
+            role="user", content=text, images=tuple(_image(i) for i in images), name=name
+        )
 
     @staticmethod
     def image(
@@ -79,8 +86,13 @@ class Llm:
         return ImagePart(url=url, data=data, media_type=media_type)
 
     @staticmethod
-    def assistant(text: Optional[str] = None, tool_calls: Iterable[ToolCall] = ()) -> ChatMessage:
-        """An earlier assistant turn: its text and/or the tool calls it made."""
+    def assistant(
+        text: Optional[str] = None,
+        tool_calls: Iterable[ToolCall] = (),
+        *,
+        name: Optional[str] = None,
+    ) -> ChatMessage:
+        """An earlier assistant turn: its text and/or the tool calls it made (and ``name``)."""
         calls = tuple(tool_calls)
         for call in calls:
             if not isinstance(call, ToolCall):
@@ -89,7 +101,7 @@ class Llm:
         if text is None and not calls:
             msg = "an assistant message needs text, tool calls, or both"
             raise ValueError(msg)
-        return ChatMessage(role="assistant", content=text, tool_calls=calls)
+        return ChatMessage(role="assistant", content=text, tool_calls=calls, name=name)
 
     @staticmethod
     def tool_result(tool_call_id: str, content: Any) -> ChatMessage:
