@@ -47,7 +47,7 @@ from .errors import (
     ValidationError,
     WorkflowError,
 )
-from .workflow import Event, StepOutput, Workflow, WorkflowResult, workflow
+from .workflow import Event, StepHandler, StepOutput, Workflow, WorkflowResult, workflow
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentResult, Tool, ToolResult, tool
@@ -82,6 +82,7 @@ __all__ = [
     "ProviderError",
     "Providers",
     "RateLimitError",
+    "StepHandler",
     "StepOutput",
     "StreamChunk",
     "Streaming",

@@ -60,27 +60,37 @@ class Llm:
     """
 
     @staticmethod
-    def system(text: str, *, cache: bool = False) -> ChatMessage:
+    def system(text: str, *, cache: bool = False, name: Optional[str] = None) -> ChatMessage:
         """A system message; ``cache=True`` puts a prompt-cache breakpoint after it.
 
         The breakpoint is Anthropic's ``cache_control`` (at most four per request, a fifth
         raises ``ValidationError``); OpenAI and Gemini cache long prefixes by themselves and
         ignore the flag. ``TokenUsage.cached_tokens`` says what was read from the cache.
+        ``name`` (optional) is sent where the wire has one (OpenAI).
         """
-        return ChatMessage(role="system", content=text, cache=cache)
+        return ChatMessage(role="system", content=text, cache=cache, name=name)
 
     @staticmethod
     def user(
-        text: str, images: Iterable[Union[str, ImagePart]] = (), *, cache: bool = False
+        text: str,
+        images: Iterable[Union[str, ImagePart]] = (),
+        *,
+        cache: bool = False,
+        name: Optional[str] = None,
     ) -> ChatMessage:
         """A user message: text, optionally with images given by URL or :meth:`image`.
 
-        ``cache=True`` puts a prompt-cache breakpoint on its last part (see :meth:`system`).
+        ``cache=True`` puts a prompt-cache breakpoint on its last part (see :meth:`system`);
+        ``name`` (optional) tells users apart, sent where the wire has one (OpenAI).
         """
         if isinstance(images, (str, ImagePart)):
             images = [images]
         return ChatMessage(
-            role="user", content=text, images=tuple(_image(i) for i in images), cache=cache
+            role="user",
+            content=text,
+            images=tuple(_image(i) for i in images),
+            cache=cache,
+            name=name,
         )
 
     @staticmethod
@@ -91,8 +101,13 @@ class Llm:
         return ImagePart(url=url, data=data, media_type=media_type)
 
     @staticmethod
-    def assistant(text: Optional[str] = None, tool_calls: Iterable[ToolCall] = ()) -> ChatMessage:
-        """An earlier assistant turn: its text and/or the tool calls it made."""
+    def assistant(
+        text: Optional[str] = None,
+        tool_calls: Iterable[ToolCall] = (),
+        *,
+        name: Optional[str] = None,
+    ) -> ChatMessage:
+        """An earlier assistant turn: its text and/or the tool calls it made (and ``name``)."""
         calls = tuple(tool_calls)
         for call in calls:
             if not isinstance(call, ToolCall):
@@ -101,7 +116,7 @@ class Llm:
         if text is None and not calls:
             msg = "an assistant message needs text, tool calls, or both"
             raise ValueError(msg)
-        return ChatMessage(role="assistant", content=text, tool_calls=calls)
+        return ChatMessage(role="assistant", content=text, tool_calls=calls, name=name)
 
     @staticmethod
     def tool_result(tool_call_id: str, content: Any) -> ChatMessage:

@@ -358,10 +358,31 @@ def _check_cache(_self: Any, _attribute: Any, cache: Any) -> None:
         raise TypeError(msg)
 
 
+# OpenAI answers a name with any of these with a 400 ("does not match '^[^\\s<|\\\\/>]+$'"): refused
+# here instead, when the message is built.
+_BAD_NAME_CHARS = frozenset("<|\\/>")
+
+
+def _check_name(_self: Any, _attribute: Any, name: Any) -> None:
+    if name is None:
+        return
+    if not isinstance(name, str):
+        msg = f"message name must be a string or None, got {type(name).__name__}"
+        raise TypeError(msg)
+    if not name or any(c.isspace() or c in _BAD_NAME_CHARS for c in name):
+        msg = f"message name must be non-empty, without whitespace or any of <|\\/>; got {name!r}"
+        raise ValueError(msg)
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class ChatMessage:
-    """One message of a conversation. Build them with ``Llm.system/user/assistant/tool_result``."""
+    """One message of a conversation. Build them with ``Llm.system/user/assistant/tool_result``.
+
+    ``name`` tells participants of the same role apart (the Kotlin seed's ``name``):
+    OpenAI-format wires send it on system, user and assistant messages; Anthropic, Gemini
+    and Ollama have no such field and leave it out.
+    """
 
     role: str = attrs.field(validator=_check_role)
     content: Optional[str] = attrs.field(default=None, validator=_check_content)
@@ -371,6 +392,7 @@ class ChatMessage:
     #: A prompt-cache breakpoint after this message (Anthropic's ``cache_control``; other
     #: providers cache by themselves and ignore it).
     cache: bool = attrs.field(default=False, validator=_check_cache)
+    name: Optional[str] = attrs.field(default=None, validator=_check_name)
 
 
 @immutable

@@ -6,6 +6,8 @@ import os
 import threading
 import time
 
+import pytest
+
 import blazen
 from blazen import Streaming
 from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, openai_sse, sse_event
@@ -71,3 +73,26 @@ def test_300_streams_ending_every_way_leave_no_thread_or_socket_behind(req, monk
     while thread_count() > threads_before and time.monotonic() < deadline:
         time.sleep(0.01)
     assert thread_count() == threads_before
+
+
+def test_with_model_closes_its_pooled_connections_on_the_way_out(req):
+    """``with model:`` (Kotlin's ``model.use``) closes the pooled sockets, by error or not."""
+    with StreamServer() as server:
+        fds_before = open_fds()
+        with blazen.Providers.openai_compat("test", server.base_url) as model:
+            server.add(Reply.sse(openai_sse(["Hi"])), Reply.sse(openai_sse(["Hi"])))
+            assert Streaming.complete(model, req).content == "Hi"
+            assert Streaming.complete(model, req).content == "Hi"
+            # The keep-alive connection stays pooled while the model is in use.
+            assert server.open_connections() == 1
+        assert server.wait_closed(2.0)
+        assert [c.closed_by for c in server.connections] == ["client"]
+        assert open_fds() <= fds_before
+        # The exception goes on out, and the connection is closed on the way.
+        model = blazen.Providers.openai_compat("test", server.base_url)
+        with pytest.raises(KeyError, match="inside"), model:
+            server.add(Reply.sse(openai_sse(["Hi"])))
+            Streaming.complete(model, req)
+            raise KeyError("inside")
+        assert server.wait_closed(2.0) and len(server.connections) == 2
+        assert open_fds() <= fds_before

@@ -12,7 +12,7 @@ from blazen import Llm
 from blazen.providers import PROVIDERS
 from blazen.providers.registry import markdown_table
 
-from .conftest import NATIVE, PRESET_NAMES, model_for, sse_reply, stream
+from .conftest import NATIVE, PRESET_NAMES, model_for, ndjson_reply, sse_reply, stream
 
 KEY_VARS = {
     "openai": "OPENAI_API_KEY",
@@ -292,3 +292,30 @@ def test_the_registry_the_factories_and_the_readme_agree():
         doc = getattr(blazen.Providers, info.name).__doc__ or ""
         for var in info.key_env[:1]:
             assert var in doc, (info.name, var)
+
+
+def test_message_names_reach_the_openai_wire_and_no_other(server):
+    """OpenAI-format wires send ``name`` on system, user and assistant messages; others omit it."""
+    req = Llm.completion_request(
+        [
+            Llm.system("You are terse.", name="rules"),
+            Llm.user("Hi", name="ada"),
+            Llm.assistant("Hello, Ada.", name="bot"),
+            Llm.user("Again", images=["https://example.com/a.png"], name="ada"),
+            Llm.user("No name"),
+        ]
+    )
+    for name in ("openai", "azure", "groq"):
+        model = model_for(name, server)
+        stream(server, model, req, sse_reply("text.sse"))
+        sent = server.requests[-1].json()["messages"]
+        assert [m.get("name") for m in sent] == ["rules", "ada", "bot", "ada", None], name
+        assert sent[3]["content"][0] == {"type": "text", "text": "Again"}
+    replies = {
+        "anthropic": sse_reply("text.sse", "anthropic"),
+        "gemini": sse_reply("text.sse", "gemini"),
+        "ollama": ndjson_reply("text.ndjson"),
+    }
+    for name, reply in replies.items():
+        stream(server, model_for(name, server), req, reply)
+        assert '"name"' not in server.requests[-1].body.decode(), name

@@ -201,3 +201,20 @@ def test_tool_choice_may_name_a_tool():
 def test_model_repr_never_shows_the_key():
     m = blazen.Providers.openai(api_key="sk-very-secret")
     assert "sk-very-secret" not in repr(m) and "openai" in repr(m)
+
+
+def test_messages_carry_an_optional_name_as_the_kotlin_seed_does():
+    """``ChatMessage.name`` defaults to None; ``Llm.user/system/assistant(..., name=)`` set it."""
+    assert Llm.user("hi").name is None and blazen.ChatMessage(role="user", content="x").name is None
+    assert Llm.user("hi", name="ada").name == "ada"
+    assert Llm.system("be brief", name="rules").name == "rules"
+    assert Llm.assistant("ok", name="bot_1").name == "bot_1"
+    kotlin = blazen.ChatMessage(role="user", content="Tell me a joke.", name=None)
+    assert kotlin == Llm.user("Tell me a joke.") and kotlin != Llm.user("Tell me a joke.", name="a")
+    assert pickle.loads(pickle.dumps(Llm.user("hi", name="ada"))).name == "ada"
+    with pytest.raises(TypeError, match="message name must be a string"):
+        Llm.user("hi", name=7)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="message name must be non-empty, without whitespace"):
+        Llm.user("hi", name="Ada Lovelace")
+    with pytest.raises(ValueError, match="message name"):
+        blazen.ChatMessage(role="user", content="x", name="")

@@ -1044,3 +1044,103 @@ def test_on_event_raising_in_run_async_fails_the_run():
     with pytest.raises(WorkflowError, match="on_event raised RuntimeError") as info:
         asyncio.run(wf.run_async(on_event=on_event))
     assert isinstance(info.value.__cause__, RuntimeError)
+
+
+# -- seed fidelity: the Swift and Kotlin spellings -------------------------------------------
+
+
+def test_steps_may_name_start_and_stop_events_as_the_swift_seed_does(server, model, req):
+    """The names StartEvent/StopEvent mean the blazen:: events in accepts, emits and events."""
+    server.add(Reply.sse(openai_sse(["Hello", "!"])))
+    wf = blazen.workflow("swift_greet")
+    seen: list[str] = []
+
+    @wf.step("greet", accepts=["StartEvent"], emits=["Greeted"])
+    def greet(event):
+        resp = Streaming.complete(model, req)
+        return Event.create(event_type="Greeted", data={"text": resp.content, "in": event.data})
+
+    # The Swift seed's own line: Event(eventType: "StopEvent", dataJson: json).
+    wf.step(
+        "finish",
+        accepts=["Greeted"],
+        emits=["StopEvent"],
+        handler=lambda e: Event("StopEvent", f'{{"result":{e.data_json}}}'),
+    )
+    result = wf.run("ada", on_event=lambda e: seen.append(e.event_type))
+    assert result.result == {"text": "Hello!", "in": "ada"}
+    assert result.event.event_type == STOP and seen == [START, "Greeted", STOP]
+    assert Event.create("StartEvent") == Event.create(START)
+    assert Event("StopEvent").event_type == STOP
+    # The blazen:: spelling and the short one mix freely within one workflow.
+    mixed = blazen.workflow("mixed")
+    mixed.step("a", accepts=[START], emits=["StopEvent"], handler=lambda e: stop(1))
+    assert mixed.run().result == 1
+    with pytest.raises(blazen.ValidationError, match="accepts blazen::StopEvent"):
+        wf.step("z", accepts=["StopEvent"], handler=lambda e: None)
+    with pytest.raises(blazen.ValidationError, match="emits blazen::StartEvent"):
+        wf.step("z", accepts=["X"], emits=["StartEvent"], handler=lambda e: None)
+
+
+class SwiftGreetHandler:
+    """The seeds' ``StepHandler``: an object whose ``invoke(event)`` returns the output."""
+
+    def __init__(self, model: blazen.ChatModel, req: blazen.CompletionRequest) -> None:
+        self.model, self.req = model, req
+
+    def invoke(self, event):
+        buffer: list[str] = []
+        Streaming.complete(
+            self.model, self.req, on_chunk=lambda c: buffer.append(c.content_delta or "")
+        )
+        return StepOutput.single(
+            Event.create(event_type="Greeted", data={"result": "".join(buffer)})
+        )
+
+
+class CountingHandler:
+    """A ``StepHandler`` whose ``invoke(event, ctx)`` also takes the run's context."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def invoke(self, event, ctx):
+        self.calls += 1
+        return Event.create("StopEvent", {"result": [event.data, ctx.step, ctx.workflow]})
+
+
+def test_a_step_handler_may_be_an_object_with_invoke_as_in_the_seeds(server, model, req):
+    """An object with ``invoke(event)`` or ``invoke(event, ctx)`` is a handler, as a function is."""
+    server.add(Reply.sse(openai_sse(["Hi", " there"])))
+    counting = CountingHandler()
+    wf = blazen.workflow("objects")
+    wf.step(
+        "greet", accepts=["StartEvent"], emits=["Greeted"], handler=SwiftGreetHandler(model, req)
+    )
+    wf.step("finish", accepts=["Greeted"], emits=["StopEvent"], handler=counting)
+    result = wf.run()
+    assert result.result == [{"result": "Hi there"}, "finish", "objects"]
+    assert counting.calls == 1
+
+
+def test_a_step_handler_that_is_neither_callable_nor_has_invoke_fails_when_added():
+    """A class instead of its instance, an async invoke, or a plain value is refused at once."""
+    wf = blazen.workflow("bad-handlers")
+
+    class Async:
+        async def invoke(self, event):
+            return None
+
+    class NoEvent:
+        def invoke(self):
+            return None
+
+    with pytest.raises(TypeError, match=r"pass an instance: CountingHandler\(\.\.\.\)"):
+        wf.step("a", accepts=[START], handler=CountingHandler)
+    with pytest.raises(TypeError, match="coroutine function"):
+        wf.step("a", accepts=[START], handler=Async())
+    with pytest.raises(TypeError, match="must take the event"):
+        wf.step("a", accepts=[START], handler=NoEvent())
+    with pytest.raises(TypeError, match=r"a function or an object with invoke\(event\[, ctx\]\)"):
+        wf.step("a", accepts=[START], handler=42)  # type: ignore[call-overload]
+    assert wf.steps == ()

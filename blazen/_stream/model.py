@@ -26,7 +26,11 @@ class ChatModel:
     """A model you can stream from; safe to share between threads.
 
     Build one with ``Providers.openai(...)`` (or any other provider) and hand it to
-    ``Streaming.complete``.
+    ``Streaming.complete``. ``with model:`` closes its connections on the way out, as
+    Kotlin's ``model.use { }`` does::
+
+        with Providers.openai(model="gpt-4o-mini") as model:
+            Streaming.complete(model, req, on_chunk=print)
     """
 
     def __init__(
@@ -142,6 +146,14 @@ class ChatModel:
     def close(self) -> None:
         """Close this model's pooled connections (it reconnects if used again)."""
         self.transport.close()
+
+    def __enter__(self) -> ChatModel:
+        """The model itself: ``with Providers.openai(...) as model:``."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Close the pooled connections; an exception raised inside goes on."""
+        self.close()
 
     def __repr__(self) -> str:
         return (

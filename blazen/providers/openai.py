@@ -31,7 +31,11 @@ __all__ = ["OpenAIWire", "openai_messages"]
 
 
 def openai_messages(req: CompletionRequest) -> list[dict[str, Any]]:
-    """The ``messages`` array for a request, in OpenAI's shape."""
+    """The ``messages`` array for a request, in OpenAI's shape.
+
+    A message's ``name`` goes out as its ``name`` field on system, user and assistant
+    messages; tool messages have none in OpenAI's API (their call id names them).
+    """
     out: list[dict[str, Any]] = []
     if req.system:
         out.append({"role": "system", "content": req.system})
@@ -63,6 +67,8 @@ def openai_messages(req: CompletionRequest) -> list[dict[str, Any]]:
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
         else:
             out.append({"role": m.role, "content": m.content or ""})
+        if m.name is not None and m.role != "tool":
+            out[-1]["name"] = m.name  # each branch above appended this message
     return out
 
 

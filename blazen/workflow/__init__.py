@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .builder import Workflow, workflow
-from .events import START_EVENT, STOP_EVENT, Event, StepOutput, WorkflowResult
+from .events import START_EVENT, STOP_EVENT, Event, StepHandler, StepOutput, WorkflowResult
 
 if TYPE_CHECKING:
     from .context import Context
@@ -25,6 +25,7 @@ __all__ = [
     "STOP_EVENT",
     "Context",
     "Event",
+    "StepHandler",
     "StepOutput",
     "Workflow",
     "WorkflowResult",

@@ -23,13 +23,14 @@ if TYPE_CHECKING:
 
 from .._cancel import CancelToken, tokens_for
 from ..errors import CancelledError, ValidationError
-from .events import Event, Step, WorkflowResult
+from .events import Event, Step, StepHandler, WorkflowResult
 from .validate import (
     handler_wants_ctx,
     is_coroutine_function,
     milliseconds,
     positive_int,
     problems,
+    step_callable,
     step_types,
 )
 
@@ -139,7 +140,7 @@ class Workflow:
         *,
         accepts: Union[str, Iterable[str]],
         emits: Union[str, Iterable[str], None] = None,
-        handler: Callable[..., Any],
+        handler: Union[Callable[..., Any], StepHandler],
         timeout_ms: Optional[float] = None,
         max_concurrency: Optional[int] = None,
     ) -> Workflow: ...
@@ -150,14 +151,17 @@ class Workflow:
         *,
         accepts: Union[str, Iterable[str]],
         emits: Union[str, Iterable[str], None] = None,
-        handler: Optional[Callable[..., Any]] = None,
+        handler: Union[Callable[..., Any], StepHandler, None] = None,
         timeout_ms: Optional[float] = None,
         max_concurrency: Optional[int] = None,
     ) -> Union[Callable[[F], F], Workflow]:
         """Add a step, as a decorator or (with ``handler=``) directly.
 
         ``handler(event)`` or ``handler(event, ctx)`` returns a :class:`StepOutput`, an
-        :class:`Event`, a list of events, or None. ``emits=None`` declares nothing and
+        :class:`Event`, a list of events, or None; ``handler=`` may also be an object whose
+        ``invoke(event)`` or ``invoke(event, ctx)`` does (a :class:`StepHandler`, as in the
+        Swift and Kotlin seeds). ``"StartEvent"`` and ``"StopEvent"`` in ``accepts`` and
+        ``emits`` mean the ``blazen::`` events. ``emits=None`` declares nothing and
         turns off the checks on what the step emits. ``timeout_ms`` limits each call of
         the step; ``max_concurrency`` caps how many of its calls run at once (default: as
         many as the workflow's ``max_workers``).
@@ -170,12 +174,13 @@ class Workflow:
         cap = positive_int("max_concurrency", max_concurrency, allow_none=True)
 
         def register(fn: F) -> F:
-            wants_ctx = handler_wants_ctx(name, fn)
+            call = step_callable(name, fn)
+            wants_ctx = handler_wants_ctx(name, call)
             step = Step(
                 name=name,
                 accepts=accepted,
                 emits=emitted,
-                handler=fn,
+                handler=call,
                 wants_ctx=wants_ctx,
                 timeout_ms=limit,
                 max_concurrency=cap,
@@ -190,7 +195,7 @@ class Workflow:
 
         if handler is None:
             return register
-        register(handler)
+        register(handler)  # type: ignore[type-var]
         return self
 
     def validate(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Protocol, Union
 
 import attrs
 
@@ -22,7 +22,9 @@ __all__ = [
     "Event",
     "Step",
     "StepOutput",
+    "StepHandler",
     "WorkflowResult",
+    "canonical_event_type",
     "result_of",
 ]
 
@@ -30,6 +32,17 @@ __all__ = [
 START_EVENT = "blazen::StartEvent"
 #: The event that ends a run; ``{"result": ...}`` in its data is the run's result.
 STOP_EVENT = "blazen::StopEvent"
+
+# The Swift seed names them without the prefix (Event(eventType: "StopEvent", ...)), the
+# Kotlin seed with it: both spellings mean the same two events.
+_SHORT_NAMES = {"StartEvent": START_EVENT, "StopEvent": STOP_EVENT}
+
+
+def canonical_event_type(value: Any) -> Any:
+    """``value`` with ``"StartEvent"``/``"StopEvent"`` spelled as the ``blazen::`` names."""
+    if isinstance(value, str):
+        return _SHORT_NAMES.get(value, value)
+    return value
 
 
 def _check_event_type(value: Any) -> None:
@@ -60,12 +73,13 @@ class Event:
     """One event of a workflow run: a type name and JSON data.
 
     The data is stored as JSON text, so an event is immutable and every reader of
-    :attr:`data` gets its own copy. Example::
+    :attr:`data` gets its own copy. ``"StartEvent"`` and ``"StopEvent"`` (the Swift
+    spelling) are stored as ``"blazen::StartEvent"`` and ``"blazen::StopEvent"``. Example::
 
         Event.create(event_type="blazen::StopEvent", data={"result": {"content": "Hi"}})
     """
 
-    event_type: str = attrs.field(validator=_event_type)
+    event_type: str = attrs.field(converter=canonical_event_type, validator=_event_type)
     data_json: str = attrs.field(default="null", validator=_json_text)
 
     @classmethod
@@ -166,6 +180,24 @@ class WorkflowResult:
         return self.event.data
 
 
+class StepHandler(Protocol):
+    """A step handler that is an object, as in the Swift and Kotlin seeds.
+
+    Its ``invoke(event)`` or ``invoke(event, ctx)`` is called as a handler function would
+    be, and returns what one returns. Example::
+
+        class Greet:
+            def invoke(self, event):
+                return Event.create("StopEvent", {"result": "hi"})
+
+        wf.step("greet", accepts=["StartEvent"], emits=["StopEvent"], handler=Greet())
+    """
+
+    @property
+    def invoke(self) -> Callable[..., Any]:
+        """The handler: called with the event, and the context if it takes two arguments."""
+
+
 @immutable
 @attrs.frozen(kw_only=True)
 class Step:
@@ -175,6 +207,7 @@ class Step:
     accepts: tuple[str, ...]
     #: None when the step did not declare what it emits: then nothing is checked.
     emits: Optional[tuple[str, ...]]
+    #: What each call calls: the function, or the ``invoke`` of a :class:`StepHandler`.
     handler: Callable[..., Any]
     wants_ctx: bool
     timeout_ms: Optional[float]

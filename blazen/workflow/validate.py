@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any, Callable, Optional, Union
 
 from ..errors import ValidationError
-from .events import START_EVENT, STOP_EVENT, Step
+from .events import START_EVENT, STOP_EVENT, Step, StepHandler, canonical_event_type
 
 __all__ = [
     "handler_wants_ctx",
@@ -20,6 +20,7 @@ __all__ = [
     "milliseconds",
     "positive_int",
     "problems",
+    "step_callable",
     "step_types",
 ]
 
@@ -54,7 +55,7 @@ def _types(what: str, step: str, value: Union[str, Iterable[str]]) -> tuple[str,
     if not isinstance(items, Iterable):
         msg = f"{what} of step {step!r} must be a list of event type names"
         raise TypeError(msg)
-    out = tuple(dict.fromkeys(items))
+    out = tuple(dict.fromkeys(canonical_event_type(item) for item in items))
     for item in out:
         if not isinstance(item, str) or not item:
             msg = f"{what} of step {step!r} must hold non-empty strings, got {item!r}"
@@ -89,14 +90,37 @@ def is_coroutine_function(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
-def handler_wants_ctx(name: str, handler: Callable[..., Any]) -> bool:
+def step_callable(name: str, handler: Union[Callable[..., Any], StepHandler]) -> Callable[..., Any]:
+    """What a call of step ``name`` calls: the function, or a :class:`StepHandler`'s ``invoke``.
+
+    Refuses a class (its ``invoke`` would be unbound) and what is neither callable nor has
+    a callable ``invoke``.
+    """
+    if isinstance(handler, type):
+        msg = (
+            f"the handler of step {name!r} is the class {handler.__name__}; "
+            f"pass an instance: {handler.__name__}(...)"
+        )
+        raise TypeError(msg)
+    if callable(handler):
+        return handler
+    invoke = getattr(handler, "invoke", None)
+    if not callable(invoke):
+        msg = (
+            f"the handler of step {name!r} must be a function or an object with "
+            f"invoke(event[, ctx]), got {type(handler).__name__}"
+        )
+        raise TypeError(msg)
+    return invoke  # type: ignore[no-any-return]
+
+
+def handler_wants_ctx(name: str, handler: Union[Callable[..., Any], StepHandler]) -> bool:
     """Whether step ``name``'s handler takes ``(event, ctx)`` rather than ``(event)``.
 
-    Refuses what is not callable, a coroutine function, and a function taking no event.
+    ``handler`` may be a function or a :class:`StepHandler` (its ``invoke`` is checked).
+    Refuses what is neither, a coroutine function, and a function taking no event.
     """
-    if not callable(handler):
-        msg = f"the handler of step {name!r} must be callable, got {type(handler).__name__}"
-        raise TypeError(msg)
+    handler = step_callable(name, handler)
     if is_coroutine_function(handler):
         msg = (
             f"the handler of step {name!r} is a coroutine function; step handlers "
