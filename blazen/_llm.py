@@ -19,6 +19,7 @@ from ._types import (
 __all__ = ["Llm"]
 
 _TOOL_CHOICES = ("auto", "none", "required")
+_EFFORTS = ("low", "medium", "high")
 
 
 def _check_number(name: str, value: Optional[float], low: float, high: float) -> Optional[float]:
@@ -154,12 +155,20 @@ class Llm:
         response_format: Optional[dict[str, Any]] = None,
         model: Optional[str] = None,
         system: Optional[str] = None,
+        reasoning_effort: Optional[str] = None,
+        reasoning_budget: Optional[int] = None,
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
 
         ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one of
         ``tools`` (forces that function). ``model`` overrides the model's default id;
         ``system`` is a system prompt placed before ``messages``.
+
+        Reasoning: ``reasoning_effort`` (``"low"``, ``"medium"``, ``"high"``) goes to
+        OpenAI-format servers as ``reasoning_effort``, to Gemini as ``thinkingLevel`` and to
+        Ollama as ``think``; ``reasoning_budget`` (thinking tokens) goes to Anthropic as
+        ``thinking.budget_tokens`` and to Gemini as ``thinkingBudget``. A provider that
+        cannot take the one given raises :class:`~blazen.UnsupportedError` before sending.
         """
         if isinstance(messages, (str, ChatMessage)) or not isinstance(messages, Sequence):
             msg = "messages must be a list of Llm.system/user/assistant/tool_result messages"
@@ -211,6 +220,16 @@ class Llm:
             if value is not None and not isinstance(value, str):
                 msg = f"{name} must be a string, got {type(value).__name__}"
                 raise TypeError(msg)
+        if reasoning_effort is not None and reasoning_effort not in _EFFORTS:
+            msg = f"reasoning_effort must be one of {', '.join(_EFFORTS)}; got {reasoning_effort!r}"
+            raise ValueError(msg)
+        if reasoning_budget is not None:
+            if isinstance(reasoning_budget, bool) or not isinstance(reasoning_budget, int):
+                msg = f"reasoning_budget must be an int, got {type(reasoning_budget).__name__}"
+                raise TypeError(msg)
+            if reasoning_budget < 1:
+                msg = f"reasoning_budget must be at least 1 token, got {reasoning_budget}"
+                raise ValueError(msg)
         return CompletionRequest(
             messages=msgs,
             max_tokens=max_tokens,
@@ -222,4 +241,6 @@ class Llm:
             response_format=response_format,
             model=model,
             system=system,
+            reasoning_effort=reasoning_effort,
+            reasoning_budget=reasoning_budget,
         )

@@ -410,6 +410,10 @@ class CompletionRequest:
     response_format: Optional[dict[str, Any]] = None
     model: Optional[str] = None
     system: Optional[str] = None
+    #: ``"low"``, ``"medium"`` or ``"high"``: how hard a reasoning model thinks.
+    reasoning_effort: Optional[str] = None
+    #: Tokens a reasoning model may spend thinking (Anthropic, Gemini).
+    reasoning_budget: Optional[int] = None
 
 
 def _count(value: Any) -> int:

@@ -256,7 +256,7 @@ def test_openai_request_shape_with_system_images_tools_and_a_tool_round_trip(ser
             {"role": "tool", "tool_call_id": "toolu_01A", "content": '{"temp_c": 18}'},
             {"role": "user", "content": "Thanks!"},
         ],
-        "max_tokens": 300,
+        "max_completion_tokens": 300,
         "temperature": 0.5,
         "stop": ["END"],
         "tools": [

@@ -28,12 +28,14 @@ from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError, ValidationError
-from .base import call_arguments, image_source, parse_json, system_text
+from .base import call_arguments, image_source, parse_json, reasoning_refused, system_text
 
 __all__ = ["AnthropicWire"]
 
 DEFAULT_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+#: The smallest ``thinking.budget_tokens`` the Messages API takes.
+MIN_THINKING_BUDGET = 1024
 # https://docs.anthropic.com/en/docs/build-with-claude/vision: the formats Claude reads.
 _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # https://docs.claude.com/en/docs/build-with-claude/prompt-caching: a cache_control block
@@ -195,12 +197,20 @@ class AnthropicWire:
                 f"{self.provider} has no response_format; ask for JSON in the prompt instead",
                 provider=self.provider,
             )
+        thinking = self._thinking(req)
+        # Required by the Messages API, unlike OpenAI's optional max_tokens.
+        max_tokens = req.max_tokens or self._default_max_tokens
+        if thinking is not None and max_tokens <= thinking["budget_tokens"]:
+            # The thinking budget counts within max_tokens and must be below it: the answer
+            # keeps the room it asked for on top of the budget.
+            max_tokens += thinking["budget_tokens"]
         body: dict[str, Any] = {
             "model": req.model or self.model,
-            # Required by the Messages API, unlike OpenAI's optional max_tokens.
-            "max_tokens": req.max_tokens or self._default_max_tokens,
+            "max_tokens": max_tokens,
             "messages": self.messages(req),
         }
+        if thinking is not None:
+            body["thinking"] = thinking
         system = self.system(req)
         if system:
             body["system"] = system
@@ -224,6 +234,49 @@ class AnthropicWire:
         if stream:
             body["stream"] = True
         return body
+
+    def _thinking(self, req: CompletionRequest) -> Optional[dict[str, Any]]:
+        """``thinking`` for ``req``'s reasoning options; what Claude refuses is refused here.
+
+        https://docs.anthropic.com/en/docs/build-with-claude/extended-thinking: a budget of
+        at least 1,024 tokens, below ``max_tokens``; no ``temperature``, no ``top_p`` below
+        0.95 and no forced tool while thinking.
+        """
+        if req.reasoning_effort is not None:
+            raise reasoning_refused(
+                self.provider,
+                "reasoning_effort",
+                "Claude takes a thinking budget; pass reasoning_budget=<tokens> (at least "
+                f"{MIN_THINKING_BUDGET}) instead",
+            )
+        budget = req.reasoning_budget
+        if budget is None:
+            return None
+        if budget < MIN_THINKING_BUDGET:
+            raise reasoning_refused(
+                self.provider,
+                f"reasoning_budget={budget}",
+                f"Claude's smallest thinking budget is {MIN_THINKING_BUDGET} tokens",
+            )
+        if req.temperature is not None:
+            raise reasoning_refused(
+                self.provider,
+                "temperature with a reasoning_budget",
+                "Claude does not allow temperature while thinking; leave it unset",
+            )
+        if req.top_p is not None and req.top_p < 0.95:
+            raise reasoning_refused(
+                self.provider,
+                f"top_p={req.top_p} with a reasoning_budget",
+                "Claude allows only top_p from 0.95 to 1 while thinking",
+            )
+        if req.tool_choice not in (None, "auto", "none"):
+            raise reasoning_refused(
+                self.provider,
+                f"tool_choice={req.tool_choice!r} with a reasoning_budget",
+                "Claude cannot be forced to call a tool while thinking; use 'auto'",
+            )
+        return {"type": "enabled", "budget_tokens": budget}
 
     def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
         """The HTTP request for ``req``."""

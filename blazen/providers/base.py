@@ -16,6 +16,7 @@ __all__ = [
     "call_arguments",
     "image_source",
     "parse_json",
+    "reasoning_refused",
     "system_text",
     "tool_names",
 ]
@@ -98,3 +99,6 @@ def call_arguments(provider: str, call: ToolCall) -> dict[str, Any]:
         raise ValidationError(msg) from exc
 
 
+def reasoning_refused(provider: str, knob: str, instead: str) -> UnsupportedError:
+    """The error for a reasoning option ``provider`` has no field for (raised before sending)."""
+    return UnsupportedError(f"{provider} cannot take {knob}: {instead}", provider=provider)

@@ -10,7 +10,7 @@ from .._http import shown_url
 from .._stream import ChatModel, ModelOptions
 from ..errors import AuthError, ValidationError
 from .openai import OpenAIWire
-from .registry import PROVIDERS
+from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
 __all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
 
@@ -105,10 +105,18 @@ def openai_format(
     stream_usage: bool = True,
     url: Optional[str] = None,
     auth_header: str = "Authorization",
+    max_tokens_field: str = "max_tokens",
 ) -> ChatModel:
     """A model that speaks OpenAI's chat-completions wire format."""
     options = dict(options)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
+    max_tokens_field = pop_option(options, "max_tokens_field", max_tokens_field, str)
+    if max_tokens_field not in MAX_TOKENS_FIELDS:
+        msg = (
+            f"max_tokens_field must be one of {', '.join(MAX_TOKENS_FIELDS)}, "
+            f"got {max_tokens_field!r}"
+        )
+        raise ValueError(msg)
     opts = ModelOptions.from_kwargs(provider, options)
     base = check_url(provider, base_url)
     wire = OpenAIWire(
@@ -120,6 +128,7 @@ def openai_format(
         stream_usage=stream_usage,
         auth_header=auth_header,
         url=url,
+        max_tokens_field=max_tokens_field,
     )
     return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
 
@@ -137,4 +146,5 @@ def preset(
         base_url=env_url(base_url, info.url_env) or info.base_url,
         options=options,
         stream_usage=info.stream_usage,
+        max_tokens_field=info.max_tokens_field,
     )

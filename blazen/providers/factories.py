@@ -64,7 +64,9 @@ class Providers:
     ) -> ChatModel:
         """OpenAI's chat completions API (key: ``OPENAI_API_KEY``).
 
-        Extra option: ``stream_usage`` (True) asks for usage in the stream.
+        Extra options: ``stream_usage`` (True) asks for usage in the stream;
+        ``max_tokens_field`` (``"max_completion_tokens"``, which reasoning models require)
+        may be ``"max_tokens"`` for a server at ``base_url`` that only knows that name.
         """
         return preset("openai", api_key, model, base_url, options)
 
@@ -134,6 +136,7 @@ class Providers:
             options=options,
             url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
             auth_header="api-key",
+            max_tokens_field=info.max_tokens_field,
         )
 
     @staticmethod

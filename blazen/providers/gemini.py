@@ -26,7 +26,14 @@ from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, ValidationError, error_from_provider
-from .base import call_arguments, image_source, parse_json, system_text, tool_names
+from .base import (
+    call_arguments,
+    image_source,
+    parse_json,
+    reasoning_refused,
+    system_text,
+    tool_names,
+)
 
 __all__ = ["GeminiWire"]
 
@@ -180,9 +187,31 @@ class GeminiWire:
             schema = (fmt.get("json_schema") or {}).get("schema")
             if schema is not None:
                 gen["responseJsonSchema"] = schema
+        thinking = self._thinking(req)
+        if thinking is not None:
+            gen["thinkingConfig"] = thinking
         if gen:
             body["generationConfig"] = gen
         return body
+
+    def _thinking(self, req: CompletionRequest) -> Optional[dict[str, Any]]:
+        """``thinkingConfig`` for ``req``'s reasoning options, with the thoughts shown.
+
+        A budget is ``thinkingBudget`` (Gemini 2.5 and later); an effort is
+        ``thinkingLevel`` (Gemini 3). Gemini refuses both in one request.
+        """
+        effort, budget = req.reasoning_effort, req.reasoning_budget
+        if effort is not None and budget is not None:
+            raise reasoning_refused(
+                self.provider,
+                "both reasoning_effort and reasoning_budget",
+                "Gemini takes a thinkingLevel or a thinkingBudget, not both; pass one",
+            )
+        if budget is not None:
+            return {"thinkingBudget": budget, "includeThoughts": True}
+        if effort is not None:
+            return {"thinkingLevel": effort, "includeThoughts": True}
+        return None
 
     def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
         """The HTTP request for ``req``."""

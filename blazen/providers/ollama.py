@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
-from .base import call_arguments, image_source, parse_json, tool_names
+from .base import call_arguments, image_source, parse_json, reasoning_refused, tool_names
 
 __all__ = ["OllamaWire"]
 
@@ -96,6 +96,9 @@ class OllamaWire:
             "messages": self.messages(req),
             "stream": stream,
         }
+        think = self._think(req)
+        if think is not None:
+            body["think"] = think
         choice = req.tool_choice
         if choice not in (None, "auto", "none"):
             raise self._unsupported(
@@ -134,6 +137,25 @@ class OllamaWire:
             elif kind != "text":
                 raise self._unsupported(f"response_format of type {kind!r}")
         return body
+
+    def _think(self, req: CompletionRequest) -> Union[bool, str, None]:
+        """``think`` for ``req``'s reasoning effort: the level for gpt-oss, else ``true``.
+
+        https://docs.ollama.com/capabilities/thinking: most thinking models take a boolean;
+        gpt-oss takes ``"low"``, ``"medium"`` or ``"high"`` and ignores a boolean.
+        """
+        if req.reasoning_budget is not None:
+            raise reasoning_refused(
+                self.provider,
+                "reasoning_budget (a token budget)",
+                "Ollama's think takes no budget; pass reasoning_effort='low', 'medium' or "
+                "'high' instead",
+            )
+        effort = req.reasoning_effort
+        if effort is None:
+            return None
+        name = (req.model or self.model).rsplit("/", 1)[-1]
+        return effort if name.startswith("gpt-oss") else True
 
     def build(self, req: CompletionRequest, *, stream: bool) -> HttpRequest:
         """The HTTP request for ``req``."""

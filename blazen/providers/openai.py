@@ -25,7 +25,7 @@ from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError
-from .base import parse_json
+from .base import parse_json, reasoning_refused
 
 __all__ = ["OpenAIWire", "openai_messages"]
 
@@ -106,8 +106,11 @@ class OpenAIWire:
         stream_usage: bool = True,
         auth_header: str = "Authorization",
         url: Optional[str] = None,
+        max_tokens_field: str = "max_tokens",
     ) -> None:
         self.provider = provider
+        # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
+        self._max_tokens_field = max_tokens_field
         self.model = model
         self._url = url or base_url.rstrip("/") + "/chat/completions"
         self._stream_usage = stream_usage
@@ -120,9 +123,17 @@ class OpenAIWire:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        if req.reasoning_budget is not None:
+            raise reasoning_refused(
+                self.provider,
+                "reasoning_budget (a token budget)",
+                "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
+            )
         body: dict[str, Any] = {"model": req.model or self.model, "messages": openai_messages(req)}
         if req.max_tokens is not None:
-            body["max_tokens"] = req.max_tokens
+            body[self._max_tokens_field] = req.max_tokens
+        if req.reasoning_effort is not None:
+            body["reasoning_effort"] = req.reasoning_effort
         if req.temperature is not None:
             body["temperature"] = req.temperature
         if req.top_p is not None:

@@ -16,12 +16,18 @@ import attrs
 from .._types import immutable
 
 __all__ = [
+    "MAX_TOKENS_FIELDS",
     "PROVIDERS",
     "ProviderInfo",
     "compat_key_variable",
     "key_variables",
     "markdown_table",
 ]
+
+
+#: The names OpenAI-format servers take for ``max_tokens``: the old one, and the one OpenAI's
+#: reasoning models (o-series, gpt-5) require.
+MAX_TOKENS_FIELDS = ("max_tokens", "max_completion_tokens")
 
 
 @immutable
@@ -49,6 +55,11 @@ class ProviderInfo:
     auto: bool = True
     #: What the README's table says of the wire.
     summary: str = "chat completions"
+    #: The field an OpenAI-format request's ``max_tokens`` is sent as (option
+    #: ``max_tokens_field`` overrides it): ``max_completion_tokens`` for OpenAI itself,
+    #: whose reasoning models refuse ``max_tokens``; ``max_tokens`` for servers that only
+    #: know the older name.
+    max_tokens_field: str = "max_tokens"
 
 
 def _compat(
@@ -81,6 +92,7 @@ _ROWS = (
         url_env=("OPENAI_BASE_URL",),
         key_env=("OPENAI_API_KEY",),
         model="gpt-4o-mini",
+        max_tokens_field="max_completion_tokens",
     ),
     ProviderInfo(
         name="anthropic",
@@ -119,6 +131,7 @@ _ROWS = (
         model="gpt-4o-mini",
         auto=False,
         summary="chat completions of a deployment (`model=` deployment, `api_version=`)",
+        max_tokens_field="max_completion_tokens",
     ),
     # Any server that speaks OpenAI's wire: its key variable is derived from provider_name.
     ProviderInfo(
@@ -198,11 +211,19 @@ def key_variables() -> Iterator[tuple[str, ProviderInfo]]:
                 yield var, info
 
 
+_NATIVE_MAX_TOKENS = {
+    "anthropic": "`max_tokens` (always; default 4096)",
+    "gemini": "`generationConfig.maxOutputTokens`",
+    "ollama": "`options.num_predict`",
+}
+
+
 def markdown_table() -> str:
     """The README's table of providers, one row each, from this registry."""
     rows = [
-        "| factory | wire | default `base_url` | key variables | default model |",
-        "|---|---|---|---|---|",
+        "| factory | wire | default `base_url` | key variables | default model "
+        "| `max_tokens` sent as |",
+        "|---|---|---|---|---|---|",
     ]
     for info in PROVIDERS.values():
         keys = ", ".join(f"`{v}`" for v in info.key_env)
@@ -215,7 +236,9 @@ def markdown_table() -> str:
         url = f"`{info.base_url}`" if info.base_url else "pass `base_url=`"
         if info.url_env:
             url += " or " + ", ".join(f"`{v}`" for v in info.url_env)
+        sent_as = _NATIVE_MAX_TOKENS.get(info.wire) or f"`{info.max_tokens_field}`"
         rows.append(
-            f"| `{info.name}` | {info.wire}: {info.summary} | {url} | {keys} | `{info.model}` |"
+            f"| `{info.name}` | {info.wire}: {info.summary} | {url} | {keys} | `{info.model}` "
+            f"| {sent_as} |"
         )
     return "\n".join(rows) + "\n"
