@@ -181,13 +181,7 @@ class Llm:
         if not msgs and not system:
             msg = "a completion request needs at least one message"
             raise ValueError(msg)
-        if max_tokens is not None:
-            if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-                msg = f"max_tokens must be an int, got {type(max_tokens).__name__}"
-                raise TypeError(msg)
-            if max_tokens < 1:
-                msg = f"max_tokens must be at least 1, got {max_tokens}"
-                raise ValueError(msg)
+        _check_count("max_tokens", max_tokens)
         stops: tuple[str, ...]
         if stop is None:
             stops = ()
@@ -223,13 +217,7 @@ class Llm:
         if reasoning_effort is not None and reasoning_effort not in _EFFORTS:
             msg = f"reasoning_effort must be one of {', '.join(_EFFORTS)}; got {reasoning_effort!r}"
             raise ValueError(msg)
-        if reasoning_budget is not None:
-            if isinstance(reasoning_budget, bool) or not isinstance(reasoning_budget, int):
-                msg = f"reasoning_budget must be an int, got {type(reasoning_budget).__name__}"
-                raise TypeError(msg)
-            if reasoning_budget < 1:
-                msg = f"reasoning_budget must be at least 1 token, got {reasoning_budget}"
-                raise ValueError(msg)
+        _check_count("reasoning_budget", reasoning_budget)
         return CompletionRequest(
             messages=msgs,
             max_tokens=max_tokens,
@@ -244,3 +232,15 @@ class Llm:
             reasoning_effort=reasoning_effort,
             reasoning_budget=reasoning_budget,
         )
+
+
+def _check_count(name: str, value: Any) -> None:
+    """``TypeError`` unless ``value`` is None or an int (not a bool); ``ValueError`` below 1."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        msg = f"{name} must be an int, got {type(value).__name__}"
+        raise TypeError(msg)
+    if value < 1:
+        msg = f"{name} must be at least 1, got {value}"
+        raise ValueError(msg)
