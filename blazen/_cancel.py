@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Callable, Optional
 
-__all__ = ["CancelToken", "ambient_token", "ambient_tokens", "cancel_scope", "tokens_for"]
+__all__ = ["CancelToken", "ambient_token", "cancel_scope", "tokens_for"]
 
 
 class CancelToken:
@@ -80,11 +80,6 @@ def ambient_token() -> Optional[CancelToken]:
     """The token set by the innermost :func:`cancel_scope`, if any."""
     ambient = _AMBIENT.get()
     return ambient[-1] if ambient else None
-
-
-def ambient_tokens() -> tuple[CancelToken, ...]:
-    """The tokens of every enclosing :func:`cancel_scope`, outermost first."""
-    return _AMBIENT.get()
 
 
 @contextlib.contextmanager

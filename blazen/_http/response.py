@@ -55,9 +55,9 @@ class Response:
         """
         resp = self._resp
         raw = resp.raw
-        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
+        encoding = self._encoding()
         inflater = inflater_for(encoding) if hasattr(raw, "read1") else None
-        chunked = self._chunked_body(encoded=inflater is not None)
+        chunked = self._chunked_body()
         if chunked is not None:
             while True:
                 data = chunked.read()
@@ -88,8 +88,14 @@ class Response:
             else:
                 yield from inflater.feed(data)
 
-    def _chunked_body(self, encoded: bool = False) -> Optional[ChunkedBody]:
+    def _encoding(self) -> str:
+        return self.headers.get("Content-Encoding", "identity").strip().lower()
+
+    def _chunked_body(self) -> Optional[ChunkedBody]:
         if self._chunked is None:
+            # A body blazen inflates itself (iter_bytes) is framed here too, raw.
+            inflated = inflater_for(self._encoding()) is not None
+            encoded = inflated and hasattr(self._resp.raw, "read1")
             self._chunked = chunked_body(self._resp, encoded=encoded)
         return self._chunked
 
@@ -186,8 +192,7 @@ class Response:
         """A check to run before every socket read: the reads get ``seconds`` in all."""
         connection = getattr(self._resp.raw, "_connection", None)
         budget = _Budget(seconds, getattr(connection, "sock", None))
-        encoding = self.headers.get("Content-Encoding", "identity").strip().lower()
-        chunked = self._chunked_body(encoded=inflater_for(encoding) is not None)
+        chunked = self._chunked_body()
         if chunked is not None:
             chunked.before_read = budget  # the chunked reader checks before each read itself
         self._before_read = budget

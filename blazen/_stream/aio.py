@@ -8,13 +8,20 @@ import inspect
 from contextvars import Token
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._cancel import CancelToken, tokens_for
+from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .checks import check_reentry, start_delivering, stop_delivering
-from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback, not_started
+from .delivery import (
+    INTERRUPT_RETRIES,
+    ChunkCallback,
+    Delivery,
+    DoneCallback,
+    ErrorCallback,
+    not_started,
+)
 from .events import Call, Deliver, Exit, Join, Stop, Wait, WorkerEvent
-from .worker import Run, start_soon
+from .worker import start_soon
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -44,6 +51,8 @@ async def complete_async(
 
     async def wait_exit() -> None:
         nonlocal exited
+        assert delivery is not None
+        run = delivery.run
         if not run.queued:
             return  # interrupted before its worker was handed to the starter
         while not exited:
@@ -63,14 +72,15 @@ async def complete_async(
             # The worker's only way into the loop; raises RuntimeError once the loop closed.
             loop.call_soon_threadsafe(events.put_nowait, item)
 
-        run = Run(model, req, put, stream=stream)
-        delivery = Delivery(
+        delivery = Delivery.open(
             model,
-            run,
+            req,
+            put,
+            stream=stream,
             on_chunk=on_chunk,
             on_done=on_done,
             on_error=on_error,
-            tokens=tokens_for(cancel),
+            cancel=cancel,
             timeout=timeout,
         )
         unsubscribe = delivery.subscribe()
@@ -78,7 +88,7 @@ async def complete_async(
         # Thread.start() waits for the new thread to run; hundreds of streams starting at
         # once would stall the loop for that long, so blazen's own starter thread does it
         # (never the application's executor, which may be busy for seconds).
-        start_soon(run)
+        start_soon(delivery.run)
         steps = delivery.steps()
         op = next(steps)
         try:
@@ -128,7 +138,7 @@ async def complete_async(
                     op = steps.send(None)
                 else:
                     if isinstance(op, Stop):
-                        run.abort.abort()
+                        delivery.run.abort.abort()
                     else:
                         assert isinstance(op, Join)
                     await wait_exit()
@@ -167,7 +177,7 @@ async def complete_async(
         # the promise that no worker outlives the call, and a second cancel of the task
         # (wait_for's, say) or a second Ctrl-C must not skip the terminal still owed: each
         # step is idempotent, so an interrupt inside one starts it over.
-        while True:
+        for _ in range(INTERRUPT_RETRIES):
             try:
                 delivery.interrupt(_how(exc))
                 waiting = asyncio.ensure_future(wait_exit())
@@ -193,7 +203,7 @@ async def complete_async(
         for unsub in unsubscribe:
             unsub()
         if delivery is not None and not delivery.ended:
-            run.abort.abort()
+            delivery.run.abort.abort()
 
 
 def _call_now(fn: Callable[..., Any], *args: Any) -> None:

@@ -11,13 +11,19 @@ from __future__ import annotations
 import queue
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._cancel import CancelToken, tokens_for
+from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .checks import check_reentry, delivering
-from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback, not_started
+from .delivery import (
+    INTERRUPT_RETRIES,
+    ChunkCallback,
+    Delivery,
+    DoneCallback,
+    ErrorCallback,
+    not_started,
+)
 from .events import Call, Deliver, Join, Stop, Wait, WorkerEvent
-from .worker import Run
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -48,16 +54,18 @@ def complete_blocking(
     try:
         # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
         events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
-        run = Run(model, req, events.put, stream=stream)
-        delivery = Delivery(
+        delivery = Delivery.open(
             model,
-            run,
+            req,
+            events.put,
+            stream=stream,
             on_chunk=on_chunk,
             on_done=on_done,
             on_error=on_error,
-            tokens=tokens_for(cancel),
+            cancel=cancel,
             timeout=timeout,
         )
+        run = delivery.run
         if on_start is not None:
             on_start(delivery)
         unsubscribe = delivery.subscribe()
@@ -73,7 +81,7 @@ def complete_blocking(
         # A second interrupt (Ctrl-C pressed twice) may land anywhere in here: every step
         # is idempotent, so it starts over, and the first interrupt is the one that
         # propagates. (Inline, not a function: a call is where a signal handler runs.)
-        while True:
+        for _ in range(INTERRUPT_RETRIES):
             try:
                 if delivery is None:
                     if on_error is not None:

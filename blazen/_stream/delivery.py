@@ -24,8 +24,8 @@ from collections.abc import Generator
 from traceback import format_exception
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
-from .._cancel import CancelToken
-from .._types import CompletionResponse, StreamChunk, TokenUsage
+from .._cancel import CancelToken, tokens_for
+from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, CallbackError, CancelledError, TimeoutError, safe_str
 from .events import (
     CANCEL,
@@ -48,7 +48,18 @@ from .worker import Run
 if TYPE_CHECKING:
     from .model import ChatModel
 
-__all__ = ["ChunkCallback", "Delivery", "DoneCallback", "ErrorCallback", "not_started"]
+__all__ = [
+    "INTERRUPT_RETRIES",
+    "ChunkCallback",
+    "Delivery",
+    "DoneCallback",
+    "ErrorCallback",
+    "not_started",
+]
+
+#: How often a driver starts the steps after an interrupt over when interrupted again
+#: (Ctrl-C pressed twice); bounded, so a step failing for another reason cannot spin.
+INTERRUPT_RETRIES = 20
 
 logger = logging.getLogger("blazen")
 
@@ -103,6 +114,32 @@ class Delivery:
         self._deciding = threading.Lock()
         #: The worker has exited, so it holds no connection any more (set by the driver).
         self.worker_gone = False
+
+    @classmethod
+    def open(
+        cls,
+        model: ChatModel,
+        req: CompletionRequest,
+        put: Callable[[WorkerEvent], Any],
+        *,
+        stream: bool,
+        on_chunk: Optional[ChunkCallback],
+        on_done: Optional[DoneCallback],
+        on_error: Optional[ErrorCallback],
+        cancel: Optional[CancelToken],
+        timeout: Optional[float],
+    ) -> Delivery:
+        """A stream's worker (posting to ``put``, not started) and the caller's half of it."""
+        run = Run(model, req, put, stream=stream)
+        return cls(
+            model,
+            run,
+            on_chunk=on_chunk,
+            on_done=on_done,
+            on_error=on_error,
+            tokens=tokens_for(cancel),
+            timeout=timeout,
+        )
 
     def subscribe(self) -> list[Callable[[], None]]:
         """Make every cancel token wake the caller; returns the unsubscribers."""
