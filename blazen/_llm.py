@@ -12,6 +12,7 @@ from ._types import (
     ChatMessage,
     CompletionRequest,
     ImagePart,
+    ReasoningPart,
     ToolCall,
     ToolDefinition,
 )
@@ -107,8 +108,13 @@ class Llm:
         tool_calls: Iterable[ToolCall] = (),
         *,
         name: Optional[str] = None,
+        reasoning_parts: Iterable[ReasoningPart] = (),
     ) -> ChatMessage:
-        """An earlier assistant turn: its text and/or the tool calls it made (and ``name``)."""
+        """An earlier assistant turn: its text and/or the tool calls it made (and ``name``).
+
+        ``reasoning_parts`` are the provider's reasoning with its signatures, sent back as
+        they came; ``CompletionResponse.message`` builds the whole turn for you.
+        """
         calls = tuple(tool_calls)
         for call in calls:
             if not isinstance(call, ToolCall):
@@ -117,11 +123,22 @@ class Llm:
         if text is None and not calls:
             msg = "an assistant message needs text, tool calls, or both"
             raise ValueError(msg)
-        return ChatMessage(role="assistant", content=text, tool_calls=calls, name=name)
+        return ChatMessage(
+            role="assistant",
+            content=text,
+            tool_calls=calls,
+            name=name,
+            reasoning_parts=tuple(reasoning_parts),
+        )
 
     @staticmethod
-    def tool_result(tool_call_id: str, content: Any) -> ChatMessage:
-        """The result of a tool call; non-string content is sent as JSON."""
+    def tool_result(tool_call_id: str, content: Any, *, is_error: bool = False) -> ChatMessage:
+        """The result of a tool call; non-string content is sent as JSON.
+
+        ``is_error=True`` says the tool failed and ``content`` explains why: Anthropic
+        receives ``is_error: true``, Gemini an ``error`` response, OpenAI-format servers and
+        Ollama the text.
+        """
         if not isinstance(tool_call_id, str) or not tool_call_id:
             msg = f"tool_call_id must be the id of the call being answered, got {tool_call_id!r}"
             raise ValueError(msg)
@@ -131,7 +148,9 @@ class Llm:
             except (TypeError, ValueError) as exc:
                 msg = f"tool result must be a string or JSON-serialisable: {exc}"
                 raise TypeError(msg) from exc
-        return ChatMessage(role="tool", content=content, tool_call_id=tool_call_id)
+        return ChatMessage(
+            role="tool", content=content, tool_call_id=tool_call_id, is_error=is_error
+        )
 
     @staticmethod
     def tool(

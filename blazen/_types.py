@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Callable, Optional, TypeVar, Union, overload
 
 import attrs
@@ -337,6 +337,54 @@ class ImagePart:
 
 ContentPart = Union[TextPart, ImagePart]
 
+_REASONING_KINDS = ("thinking", "redacted", "signature")
+
+
+def _check_reasoning_kind(part: ReasoningPart, _attribute: Any, kind: Any) -> None:
+    if kind not in _REASONING_KINDS:
+        msg = f"reasoning part kind must be one of {', '.join(_REASONING_KINDS)}; got {kind!r}"
+        raise ValueError(msg)
+    for name in ("text", "signature", "data", "tool_call_id", "provider"):
+        value = getattr(part, name)
+        if value is not None and not isinstance(value, str):
+            msg = f"reasoning part {name} must be a string, got {type(value).__name__}"
+            raise TypeError(msg)
+    if kind == "redacted" and not part.data:
+        msg = "a redacted reasoning part needs its data (the provider's encrypted thinking)"
+        raise ValueError(msg)
+    if kind == "signature" and not part.signature:
+        msg = "a signature reasoning part needs its signature"
+        raise ValueError(msg)
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class ReasoningPart:
+    """A piece of a model's reasoning as its provider sent it, kept to be sent back.
+
+    Reasoning models prove their earlier thinking with opaque tokens that must come back
+    unchanged on the next turn (Anthropic's thinking ``signature`` and
+    ``redacted_thinking`` data, Gemini's ``thoughtSignature``); some OpenAI-compatible
+    servers want the reasoning text back (DeepSeek's ``reasoning_content``).
+    ``CompletionResponse.message`` carries them, so appending it to the conversation is all
+    a caller does. ``kind`` is
+
+    - ``"thinking"``: reasoning ``text``, with the provider's ``signature`` if it gave one;
+    - ``"redacted"``: thinking the provider encrypted (Anthropic), in ``data``;
+    - ``"signature"``: a bare ``signature`` that rides on another part: on the tool call
+      ``tool_call_id`` names, or on the answer's text when that is None (Gemini).
+
+    ``provider`` is the wire format that made it (``"anthropic"``, ``"gemini"``), or None
+    for plain reasoning text; a signed part is sent back only on its own wire format.
+    """
+
+    kind: str = attrs.field(default="thinking", validator=_check_reasoning_kind)
+    text: str = ""
+    signature: Optional[str] = None
+    data: Optional[str] = None
+    tool_call_id: Optional[str] = None
+    provider: Optional[str] = None
+
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -374,6 +422,26 @@ def _check_name(_self: Any, _attribute: Any, name: Any) -> None:
         raise ValueError(msg)
 
 
+def _parts_tuple(parts: Iterable[ReasoningPart]) -> tuple[ReasoningPart, ...]:
+    return tuple(parts)
+
+
+def _check_reasoning_parts(_self: Any, _attribute: Any, parts: tuple[Any, ...]) -> None:
+    for part in parts:
+        if not isinstance(part, ReasoningPart):
+            msg = f"reasoning_parts must hold ReasoningPart values, got {type(part).__name__}"
+            raise TypeError(msg)
+
+
+def _check_is_error(message: ChatMessage, _attribute: Any, is_error: Any) -> None:
+    if type(is_error) is not bool:
+        msg = f"message is_error must be True or False, got {is_error!r}"
+        raise TypeError(msg)
+    if is_error and message.role != "tool":
+        msg = "only a tool result (Llm.tool_result) can be an error"
+        raise ValueError(msg)
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class ChatMessage:
@@ -393,6 +461,13 @@ class ChatMessage:
     #: providers cache by themselves and ignore it).
     cache: bool = attrs.field(default=False, validator=_check_cache)
     name: Optional[str] = attrs.field(default=None, validator=_check_name)
+    #: The provider's reasoning of an assistant turn, with its signatures, to be sent back
+    #: as it came (see :class:`ReasoningPart`).
+    reasoning_parts: tuple[ReasoningPart, ...] = attrs.field(
+        default=(), converter=_parts_tuple, validator=_check_reasoning_parts
+    )
+    #: A tool result that reports a failure (Anthropic ``is_error``, Gemini ``error``).
+    is_error: bool = attrs.field(default=False, validator=_check_is_error)
 
 
 @immutable
@@ -536,3 +611,25 @@ class CompletionResponse:
     usage: Optional[TokenUsage] = None
     model: Optional[str] = None
     refusal: Optional[str] = None
+    #: The reasoning as the provider sent it, signatures included (see :class:`ReasoningPart`).
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
+
+    @property
+    def message(self) -> ChatMessage:
+        """This answer as the assistant turn to append to the conversation.
+
+        It carries the text, the tool calls and the provider's reasoning with its
+        signatures, which reasoning models (Claude with thinking, Gemini 2.5 and 3,
+        DeepSeek) require back on the next turn::
+
+            resp = model.complete(req)
+            messages = [*req.messages, resp.message, Llm.user("And then?")]
+        """
+        # A refused answer's turn holds the refusal: the conversation reads as it went.
+        text = self.content or self.refusal or ""
+        return ChatMessage(
+            role="assistant",
+            content=text if text or not self.tool_calls else None,
+            tool_calls=self.tool_calls,
+            reasoning_parts=self.reasoning_parts,
+        )

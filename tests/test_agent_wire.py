@@ -178,8 +178,12 @@ def check_gemini(sent: RecordedRequest) -> None:
         {"role": "user", "parts": [{"text": QUESTION}]},
         {
             "role": "model",
+            # The first call's thoughtSignature comes back on the same part, as it came.
             "parts": [
-                {"functionCall": {"name": "get_weather", "args": {"location": "Paris"}}},
+                {
+                    "functionCall": {"name": "get_weather", "args": {"location": "Paris"}},
+                    "thoughtSignature": "CiQB0e2Kb8ZqY3pT1uVw0sLh3gR2mZkQpXyN4a1bC2dE3fG4hI0KZgHR7Ypq",
+                },
                 {"functionCall": {"name": "get_time", "args": {"tz": "Europe/Paris"}}},
             ],
         },

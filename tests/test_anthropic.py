@@ -207,7 +207,7 @@ def test_request_shape_with_system_images_tools_and_a_tool_round_trip(server, mo
     assert sent.header("anthropic-version") == "2023-06-01"
     assert sent.header("Authorization") is None
     assert sent.json() == {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 300,
         "messages": [
             {

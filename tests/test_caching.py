@@ -142,7 +142,7 @@ def test_cached_system_prompt_goes_top_level_as_a_block_with_cache_control(serve
         [Llm.system("Long rules.", cache=True), Llm.user("Hi")], system="You are terse."
     )
     expected = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 4096,
         "messages": [{"role": "user", "content": "Hi"}],
         "system": [
@@ -168,7 +168,7 @@ def test_cached_user_message_marks_its_last_block(server, anthropic):
         ]
     )
     expected = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 4096,
         "messages": [
             {
@@ -203,7 +203,7 @@ def test_without_cache_the_anthropic_body_is_unchanged(server, anthropic):
     """No cache=True: the system prompt stays a string and one text block a string."""
     req = Llm.completion_request([Llm.system("Rules."), Llm.user("Hi")])
     expected = {
-        "model": "claude-sonnet-4-5",
+        "model": "claude-sonnet-4-6",
         "max_tokens": 4096,
         "messages": [{"role": "user", "content": "Hi"}],
         "system": "Rules.",

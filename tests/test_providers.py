@@ -23,7 +23,7 @@ KEY_VARS = {
 }
 DEFAULTS = {
     "openai": ("gpt-4o-mini", "https://api.openai.com/v1"),
-    "anthropic": ("claude-sonnet-4-5", "https://api.anthropic.com"),
+    "anthropic": ("claude-sonnet-4-6", "https://api.anthropic.com"),
     "gemini": ("gemini-2.5-flash", "https://generativelanguage.googleapis.com/v1beta"),
     "ollama": ("llama3.2", "http://localhost:11434"),
     "openrouter": ("openai/gpt-4o-mini", "https://openrouter.ai/api/v1"),

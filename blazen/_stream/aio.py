@@ -12,6 +12,7 @@ from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .checks import check_reentry, start_delivering, stop_delivering
+from .coro import cancelled_unstarted
 from .delivery import (
     INTERRUPT_RETRIES,
     ChunkCallback,
@@ -88,6 +89,9 @@ async def complete_async(
         # Thread.start() waits for the new thread to run; hundreds of streams starting at
         # once would stall the loop for that long, so blazen's own starter thread does it
         # (never the application's executor, which may be busy for seconds).
+        if cancelled_unstarted():
+            # The task was cancelled before it ran: the worker returns without sending.
+            delivery.run.abort.abort()
         start_soon(delivery.run)
         steps = delivery.steps()
         op = next(steps)

@@ -5,14 +5,31 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import threading
 import types
 from collections.abc import Coroutine, Generator
 from typing import Any, Callable, Optional, TypeVar, cast
 
-__all__ = ["cancel_safe"]
+__all__ = ["cancel_safe", "cancelled_unstarted"]
 
 _T = TypeVar("_T")
 _F = TypeVar("_F", bound=Callable[..., Coroutine[Any, Any, Any]])
+
+
+class _Flag(threading.local):
+    flag = False
+
+
+_cancelled_unstarted = _Flag()
+
+
+def cancelled_unstarted() -> bool:
+    """Whether the coroutine running now was cancelled before its first step.
+
+    It runs to its first wait all the same (see :class:`_Guarded`); a stream it starts
+    there is cancelled at that wait, so it should not send its request at all.
+    """
+    return _cancelled_unstarted.flag
 
 
 class _Guarded(Coroutine[Any, Any, _T]):
@@ -40,8 +57,13 @@ class _Guarded(Coroutine[Any, Any, _T]):
         if not self._started:
             self._started = True
             # Finished without waiting? Then throwing re-raises the cancel, as it should.
-            with contextlib.suppress(StopIteration):
-                self._coro.send(None)
+            # Meanwhile the body knows it is already cancelled: it sends nothing.
+            _cancelled_unstarted.flag = True
+            try:
+                with contextlib.suppress(StopIteration):
+                    self._coro.send(None)
+            finally:
+                _cancelled_unstarted.flag = False
         return self._coro.throw(*args)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Optional, Union
 from .._types import (
     ArgumentFragments,
     CompletionResponse,
+    ReasoningPart,
     StreamChunk,
     TokenUsage,
     ToolCall,
@@ -128,6 +129,7 @@ class StreamState:
         "_current",
         "_dirty",
         "_frozen",
+        "_parts",
         "_reasoning",
         "_refusal",
         "_snapshot",
@@ -146,6 +148,9 @@ class StreamState:
         self._reasoning = _Text()
         # Only a refused answer has one: a text-only stream never touches it.
         self._refusal: Optional[_Text] = None
+        # Reasoning the wire format kept as the provider sent it (signed thinking blocks,
+        # Gemini's thought signatures); only reasoning streams make the list.
+        self._parts: Optional[list[ReasoningPart]] = None
         self._calls: list[_Call] = []
         self._by_key: dict[Union[int, str], _Call] = {}
         self._current: Optional[_Call] = None
@@ -294,6 +299,15 @@ class StreamState:
             return stream_chunk(None, None, self._snapshot, refusal)
         return stream_chunk(chunk.content_delta, chunk.reasoning_delta, chunk.tool_calls, refusal)
 
+    def add_reasoning_part(self, part: ReasoningPart) -> None:
+        """Keep a reasoning part to be sent back with the turn (see :class:`ReasoningPart`).
+
+        A wire format that records none leaves the reasoning text to become one plain part.
+        """
+        if self._parts is None:
+            self._parts = []
+        self._parts.append(part)
+
     def _freeze(self, count: int) -> None:
         # Move the oldest tail calls into the shared base: appending leaves every existing
         # snapshot's prefix as it was.
@@ -356,6 +370,11 @@ class StreamState:
         if refusal is not None:
             # OpenAI ends a refusal with "stop": a refused answer means the same everywhere.
             finish = "content_filter"
+        parts: tuple[ReasoningPart, ...]
+        if self._parts is not None:
+            parts = tuple(self._parts)
+        else:
+            parts = (ReasoningPart(text=reasoning),) if reasoning else ()
         return CompletionResponse(
             content=self.text,
             reasoning=reasoning or None,
@@ -365,4 +384,5 @@ class StreamState:
             usage=self.usage,
             model=self.model,
             refusal=refusal,
+            reasoning_parts=parts,
         )

@@ -13,6 +13,8 @@ import logging
 import time
 from typing import Any, Callable, Optional, Protocol
 
+import attrs
+
 from .._cancel import CancelToken, tokens_for
 from .._llm import Llm
 from .._stream import ChatModel, check_controls
@@ -231,6 +233,7 @@ class AgentRun:
         if resp.usage is not None:
             self.usage = self.usage + resp.usage
         calls: list[ToolCall] = []
+        renamed: dict[str, str] = {}
         seen = {c.id for m in self.messages for c in m.tool_calls}
         for i, call in enumerate(resp.tool_calls):
             if not call.id or call.id in seen:
@@ -240,20 +243,29 @@ class AgentRun:
                 new_id = f"call_{self.iterations}_{i}"
                 while new_id in seen:
                     new_id += "_"
+                renamed[call.id] = new_id
                 call = ToolCall(new_id, call.name, call.arguments_json)
             seen.add(call.id)
             calls.append(call)
-        if calls:
-            self.messages.append(Llm.assistant(resp.content or None, calls))
-        else:
-            self.messages.append(Llm.assistant(resp.content))
+        # The model's own turn, reasoning and signatures included, so that the next request
+        # carries them back (thinking models refuse a tool-use turn without them).
+        turn = resp.message
+        parts = turn.reasoning_parts
+        if renamed:
+            parts = tuple(
+                attrs.evolve(p, tool_call_id=renamed[p.tool_call_id])
+                if p.tool_call_id in renamed
+                else p
+                for p in parts
+            )
+        self.messages.append(attrs.evolve(turn, tool_calls=tuple(calls), reasoning_parts=parts))
         self.calls.extend(calls)
         return calls
 
     def absorb_results(self, results: list[ToolResult]) -> Optional[AgentResult]:
         """Record a turn's tool results; return the run's result if an exit tool ended it."""
         for r in results:
-            self.messages.append(Llm.tool_result(r.call.id, r.content))
+            self.messages.append(Llm.tool_result(r.call.id, r.content, is_error=r.is_error))
             self.results.append(r)
         if self.settings.stop_on_tool_error:
             failed = next((r for r in results if r.kind == "raised"), None)

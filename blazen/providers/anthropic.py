@@ -13,7 +13,10 @@ Quirks handled here:
 - a ``tool_use`` block streams its input as ``input_json_delta`` fragments; a tool without
   arguments sends none (or one empty fragment), and its arguments are then ``{}``;
 - ``thinking`` blocks stream ``thinking_delta`` (reasoning text) and one ``signature_delta``
-  (an opaque token, not text: never shown as reasoning);
+  (an opaque token, not text: never shown as reasoning); ``redacted_thinking`` blocks come
+  whole, encrypted. Both are kept as :class:`~blazen.ReasoningPart` values and sent back
+  unchanged, first in the assistant turn, as a tool-use turn with thinking requires
+  (https://docs.claude.com/en/docs/build-with-claude/extended-thinking);
 - ``server_tool_use`` blocks (web search...) run on Anthropic's side: not the caller's
   tool calls, so they are not reported as such.
 """
@@ -26,7 +29,14 @@ from typing import Any, Optional, Union
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
-from .._types import ChatMessage, CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
+from .._types import (
+    ChatMessage,
+    CompletionRequest,
+    CompletionResponse,
+    ReasoningPart,
+    StreamChunk,
+    TokenUsage,
+)
 from ..errors import ProviderError, UnsupportedError, ValidationError
 from .base import call_arguments, image_source, parse_json, reasoning_refused, system_text
 
@@ -42,6 +52,27 @@ _IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 # caches the prompt up to and including itself; a request may hold at most four.
 _MAX_BREAKPOINTS = 4
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
+#: What ReasoningPart.provider says of the parts this wire format makes.
+WIRE = "anthropic"
+
+
+def _reasoning_block(part: ReasoningPart) -> Optional[dict[str, Any]]:
+    """The content block that sends ``part`` back, or None if Claude would not take it."""
+    if part.provider != WIRE:
+        return None  # another provider's signatures mean nothing here
+    if part.kind == "redacted":
+        return {"type": "redacted_thinking", "data": part.data}
+    if part.kind == "thinking" and part.signature:
+        return {"type": "thinking", "thinking": part.text, "signature": part.signature}
+    return None  # unsigned thinking cannot be verified, so Claude refuses it
+
+
+def _thinking_part(text: str, signature: Any) -> ReasoningPart:
+    return ReasoningPart(
+        text=text,
+        signature=signature if isinstance(signature, str) and signature else None,
+        provider=WIRE,
+    )
 
 
 def _usage(u: Mapping[str, Any]) -> TokenUsage:
@@ -122,8 +153,15 @@ class AnthropicWire:
                 "tool_use_id": m.tool_call_id,
                 "content": m.content or "",
             }
+            if m.is_error:
+                block["is_error"] = True
             return "user", [block]
         blocks: list[dict[str, Any]] = []
+        for part in m.reasoning_parts:
+            # Thinking comes first in the turn, as the model wrote it.
+            reasoning = _reasoning_block(part)
+            if reasoning is not None:
+                blocks.append(reasoning)
         if m.content:
             blocks.append({"type": "text", "text": m.content})
         blocks.extend(self._image(img) for img in m.images)
@@ -340,7 +378,14 @@ class AnthropicWire:
         if btype == "text":
             return state.emit(block.get("text"), None)
         if btype == "thinking":
-            return state.emit(None, block.get("thinking"))
+            text = block.get("thinking")
+            state.scratch.setdefault("thinking", {})[index] = [text] if text else []
+            return state.emit(None, text)
+        if btype == "redacted_thinking":
+            data = block.get("data")
+            if not isinstance(data, str) or not data:
+                raise malformed(self.provider, "redacted_thinking has no data", json.dumps(obj))
+            state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
         return None
 
     def _delta(
@@ -354,7 +399,16 @@ class AnthropicWire:
                 raise malformed(self.provider, "text_delta.text is not a string", data)
             return state.emit(text, None)
         if dtype == "thinking_delta":
-            return state.emit(None, delta.get("thinking"))
+            text = delta.get("thinking")
+            chunk = state.emit(None, text)
+            if text:
+                # emit() has checked it is text; the block keeps it for its signature.
+                state.scratch.setdefault("thinking", {}).setdefault(obj["index"], []).append(text)
+            return chunk
+        if dtype == "signature_delta":
+            # One opaque token per block, set (not appended), as the official SDKs do.
+            state.scratch.setdefault("signatures", {})[obj["index"]] = delta.get("signature")
+            return None
         if dtype == "input_json_delta":
             index = obj["index"]
             if state.scratch.get("blocks", {}).get(index) != "tool_use":
@@ -365,11 +419,17 @@ class AnthropicWire:
             state.tool_delta(index, None, None, fragment)
             state.scratch.setdefault("has_args", set()).add(index)
             return state.emit(None, None)
-        return None  # signature_delta, citations_delta, and later additions
+        return None  # citations_delta, and later additions
 
     def _block_stop(self, state: StreamState, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
         index = obj.get("index")
-        if state.scratch.get("blocks", {}).get(index) != "tool_use":
+        btype = state.scratch.get("blocks", {}).get(index)
+        if btype == "thinking":
+            text = state.scratch["thinking"].pop(index, ())
+            signature = state.scratch.get("signatures", {}).pop(index, None)
+            state.add_reasoning_part(_thinking_part("".join(text), signature))
+            return None
+        if btype != "tool_use":
             return None
         if index in state.scratch.get("has_args", ()):
             return None
@@ -404,7 +464,13 @@ class AnthropicWire:
             if btype == "text":
                 state.emit(block.get("text"), None)
             elif btype == "thinking":
-                state.emit(None, block.get("thinking"))
+                text = block.get("thinking")
+                state.emit(None, text)
+                state.add_reasoning_part(_thinking_part(text or "", block.get("signature")))
+            elif btype == "redacted_thinking" and isinstance(block.get("data"), str):
+                state.add_reasoning_part(
+                    ReasoningPart(kind="redacted", data=block["data"], provider=WIRE)
+                )
             elif btype == "tool_use":
                 state.tool_delta(i, block.get("id"), block.get("name"), json.dumps(block["input"]))
         if state.raw_finish_reason == "refusal":

@@ -106,10 +106,20 @@ def openai_format(
     url: Optional[str] = None,
     auth_header: str = "Authorization",
     max_tokens_field: str = "max_tokens",
+    reasoning_field: Optional[str] = None,
 ) -> ChatModel:
     """A model that speaks OpenAI's chat-completions wire format."""
     options = dict(options)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
+    reasoning_field = options.pop("reasoning_field", reasoning_field)
+    if reasoning_field is not None and (
+        not isinstance(reasoning_field, str) or not reasoning_field
+    ):
+        msg = (
+            "reasoning_field must be the name of the field the server wants reasoning text "
+            f"back in (such as 'reasoning_content'), or None; got {reasoning_field!r}"
+        )
+        raise TypeError(msg)
     max_tokens_field = pop_option(options, "max_tokens_field", max_tokens_field, str)
     if max_tokens_field not in MAX_TOKENS_FIELDS:
         msg = (
@@ -129,6 +139,7 @@ def openai_format(
         auth_header=auth_header,
         url=url,
         max_tokens_field=max_tokens_field,
+        reasoning_field=reasoning_field,
     )
     return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
 
@@ -147,4 +158,5 @@ def preset(
         options=options,
         stream_usage=info.stream_usage,
         max_tokens_field=info.max_tokens_field,
+        reasoning_field=info.reasoning_field,
     )

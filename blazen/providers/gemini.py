@@ -8,7 +8,11 @@ Each SSE payload is a whole ``GenerateContentResponse``
   ``finishReason``, so that is the end signal (an EOF before it is a truncation);
 - function calls arrive whole, one ``functionCall`` part each, with no id: blazen gives
   each one an id, and answers tool results by function name;
-- ``thought: true`` parts are reasoning; a refused prompt has no candidates but
+- ``thought: true`` parts are reasoning; a part may carry a ``thoughtSignature`` (on a
+  function call above all, Gemini 2.5 and 3), which must come back on the same part next
+  turn (https://ai.google.dev/gemini-api/docs/thought-signatures): kept as
+  :class:`~blazen.ReasoningPart` values and sent back where they came;
+- a refused prompt has no candidates but
   ``promptFeedback.blockReason``, which is a :class:`~blazen.ContentPolicyError`;
 - errors use google.rpc's shape (``{"error": {"code", "status", "details"}}``), sometimes
   wrapped in a list; ``RetryInfo.retryDelay`` in a 429 is honoured like ``Retry-After``.
@@ -24,7 +28,14 @@ from urllib.parse import quote
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
-from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
+from .._types import (
+    ChatMessage,
+    CompletionRequest,
+    CompletionResponse,
+    ReasoningPart,
+    StreamChunk,
+    TokenUsage,
+)
 from ..errors import ProviderError, ValidationError, error_from_provider
 from .base import (
     call_arguments,
@@ -63,6 +74,37 @@ def _result_object(content: Optional[str]) -> dict[str, Any]:
     except ValueError:
         value = content or ""
     return value if isinstance(value, dict) else {"result": value}
+
+
+#: What ReasoningPart.provider says of the parts this wire format makes.
+WIRE = "gemini"
+
+
+def _signatures(m: ChatMessage) -> tuple[list[ReasoningPart], Optional[str], dict[str, str]]:
+    """An assistant turn's Gemini reasoning: signed thought parts, the text's signature,
+    and each function call's signature by call id."""
+    thoughts: list[ReasoningPart] = []
+    text_signature: Optional[str] = None
+    calls: dict[str, str] = {}
+    for part in m.reasoning_parts:
+        if part.provider != WIRE or not part.signature:
+            # Another provider's, or unsigned thought text, which Gemini reads nothing from.
+            continue
+        if part.kind == "thinking":
+            thoughts.append(part)
+        elif part.tool_call_id is not None:
+            calls[part.tool_call_id] = part.signature
+        else:
+            text_signature = part.signature
+    return thoughts, text_signature, calls
+
+
+def _close_thought(state: StreamState, signature: Optional[str]) -> None:
+    # A run of thought text ends at the part that signs it (or at the end of the answer).
+    run = state.scratch.pop("thought", None)
+    if run is not None or signature:
+        text = "".join(run or ())
+        state.add_reasoning_part(ReasoningPart(text=text, signature=signature, provider=WIRE))
 
 
 # Finish reasons that report a failed answer rather than a finished one.
@@ -126,8 +168,11 @@ class GeminiWire:
                         "answers calls by function name)"
                     )
                     raise ValidationError(msg)
-                response = {"name": name, "response": _result_object(m.content)}
-                parts.append({"functionResponse": response})
+                # A failed call's explanation goes under "error", as the API documents.
+                result = {"error": m.content or ""} if m.is_error else _result_object(m.content)
+                parts.append({"functionResponse": {"name": name, "response": result}})
+            elif m.reasoning_parts:
+                parts.extend(self._signed_parts(m))
             else:
                 if m.content:
                     parts.append({"text": m.content})
@@ -144,6 +189,28 @@ class GeminiWire:
             else:
                 out.append({"role": role, "parts": parts})
         return out
+
+    def _signed_parts(self, m: ChatMessage) -> list[dict[str, Any]]:
+        """An assistant turn with its signatures back on the parts that carried them."""
+        thoughts, text_signature, call_signatures = _signatures(m)
+        parts: list[dict[str, Any]] = [
+            {"text": t.text, "thought": True, "thoughtSignature": t.signature} for t in thoughts
+        ]
+        if m.content or text_signature:
+            text: dict[str, Any] = {"text": m.content or ""}
+            if text_signature:
+                text["thoughtSignature"] = text_signature
+            parts.append(text)
+        parts.extend(self._image(img) for img in m.images)
+        for c in m.tool_calls:
+            call: dict[str, Any] = {
+                "functionCall": {"name": c.name, "args": call_arguments(self.provider, c)}
+            }
+            signature = call_signatures.get(c.id)
+            if signature:
+                call["thoughtSignature"] = signature
+            parts.append(call)
+        return parts or [{"text": ""}]
 
     def body(self, req: CompletionRequest) -> dict[str, Any]:
         """The JSON body for ``req``."""
@@ -252,15 +319,48 @@ class GeminiWire:
         text: list[str] = []
         thought: list[str] = []
         for part in (candidate.get("content") or {}).get("parts") or ():
+            signature = part.get("thoughtSignature")
+            if signature is not None and (type(signature) is not str or not signature):
+                raise malformed(self.provider, "part.thoughtSignature is not a string", raw)
             if "functionCall" in part:
                 call = part["functionCall"]
                 args = call.get("args")
                 call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
                 state.tool_delta(None, call_id, call.get("name"), json.dumps(args or {}))
+                if signature:
+                    _close_thought(state, None)
+                    state.add_reasoning_part(
+                        ReasoningPart(
+                            kind="signature",
+                            signature=signature,
+                            tool_call_id=call_id,
+                            provider=WIRE,
+                        )
+                    )
+            elif part.get("thought"):
+                value = part.get("text", "")
+                if type(value) is not str:
+                    raise malformed(self.provider, "part.text is not a string", raw)
+                thought.append(value)
+                if value:
+                    state.scratch.setdefault("thought", []).append(value)
+                if signature:
+                    _close_thought(state, signature)
             elif isinstance(part.get("text"), str):
-                (thought if part.get("thought") else text).append(part["text"])
+                text.append(part["text"])
+                if signature:
+                    _close_thought(state, None)
+                    state.add_reasoning_part(
+                        ReasoningPart(kind="signature", signature=signature, provider=WIRE)
+                    )
             elif "text" in part:
                 raise malformed(self.provider, "part.text is not a string", raw)
+            elif signature:
+                # A part that is only a signature signs the answer's text.
+                _close_thought(state, None)
+                state.add_reasoning_part(
+                    ReasoningPart(kind="signature", signature=signature, provider=WIRE)
+                )
         finish = candidate.get("finishReason")
         if finish in _FAILED_FINISH:
             # The model failed to produce a valid call: an error, never a quiet "stop".
@@ -274,6 +374,8 @@ class GeminiWire:
         if finish:
             state.raw_finish_reason = finish
             state.finished = True
+            if "thought" in state.scratch:
+                _close_thought(state, None)
         return state.emit("".join(text), "".join(thought))
 
     # -- whole responses and errors ----------------------------------------------------

@@ -82,6 +82,13 @@ class OllamaWire:
                     {"function": {"name": c.name, "arguments": call_arguments(self.provider, c)}}
                     for c in m.tool_calls
                 ]
+            thinking = "".join(
+                p.text for p in m.reasoning_parts if p.provider is None and p.kind == "thinking"
+            )
+            if thinking:
+                # The message's own field (https://docs.ollama.com/api/chat): thinking models'
+                # templates replay it with the tool calls it led to.
+                msg["thinking"] = thinking
             if m.role == "tool":
                 name = names.get(m.tool_call_id or "")
                 if name:

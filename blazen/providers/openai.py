@@ -30,11 +30,15 @@ from .base import parse_json, reasoning_refused
 __all__ = ["OpenAIWire", "openai_messages"]
 
 
-def openai_messages(req: CompletionRequest) -> list[dict[str, Any]]:
+def openai_messages(
+    req: CompletionRequest, reasoning_field: Optional[str] = None
+) -> list[dict[str, Any]]:
     """The ``messages`` array for a request, in OpenAI's shape.
 
     A message's ``name`` goes out as its ``name`` field on system, user and assistant
-    messages; tool messages have none in OpenAI's API (their call id names them).
+    messages; tool messages have none in OpenAI's API (their call id names them). An
+    assistant turn's plain reasoning text goes back as ``reasoning_field`` when the server
+    wants it (DeepSeek's ``reasoning_content``); no other wire's signed parts are sent.
     """
     out: list[dict[str, Any]] = []
     if req.system:
@@ -69,6 +73,12 @@ def openai_messages(req: CompletionRequest) -> list[dict[str, Any]]:
             out.append({"role": m.role, "content": m.content or ""})
         if m.name is not None and m.role != "tool":
             out[-1]["name"] = m.name  # each branch above appended this message
+        if reasoning_field is not None and m.reasoning_parts:
+            text = "".join(
+                p.text for p in m.reasoning_parts if p.provider is None and p.kind == "thinking"
+            )
+            if text:
+                out[-1][reasoning_field] = text
     return out
 
 
@@ -107,8 +117,10 @@ class OpenAIWire:
         auth_header: str = "Authorization",
         url: Optional[str] = None,
         max_tokens_field: str = "max_tokens",
+        reasoning_field: Optional[str] = None,
     ) -> None:
         self.provider = provider
+        self._reasoning_field = reasoning_field
         # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
         self._max_tokens_field = max_tokens_field
         self.model = model
@@ -129,7 +141,10 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
-        body: dict[str, Any] = {"model": req.model or self.model, "messages": openai_messages(req)}
+        body: dict[str, Any] = {
+            "model": req.model or self.model,
+            "messages": openai_messages(req, self._reasoning_field),
+        }
         if req.max_tokens is not None:
             body[self._max_tokens_field] = req.max_tokens
         if req.reasoning_effort is not None:

@@ -60,6 +60,11 @@ class ProviderInfo:
     #: whose reasoning models refuse ``max_tokens``; ``max_tokens`` for servers that only
     #: know the older name.
     max_tokens_field: str = "max_tokens"
+    #: The field an OpenAI-format server wants an assistant turn's reasoning text back in
+    #: (option ``reasoning_field`` overrides it), or None: most never read it, and some
+    #: refuse unknown fields. DeepSeek's thinking mode refuses a tool-call turn without its
+    #: ``reasoning_content`` (https://api-docs.deepseek.com/guides/thinking_mode).
+    reasoning_field: Optional[str] = None
 
 
 def _compat(
@@ -70,6 +75,7 @@ def _compat(
     *,
     local: bool = False,
     stream_usage: bool = True,
+    reasoning_field: Optional[str] = None,
 ) -> ProviderInfo:
     return ProviderInfo(
         name=name,
@@ -79,6 +85,7 @@ def _compat(
         model=model,
         key_required=not local,
         stream_usage=stream_usage,
+        reasoning_field=reasoning_field,
         auto=not local,
         summary="chat completions on localhost" if local else "chat completions",
     )
@@ -100,7 +107,7 @@ _ROWS = (
         base_url="https://api.anthropic.com",
         url_env=("ANTHROPIC_BASE_URL",),
         key_env=("ANTHROPIC_API_KEY",),
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-4-6",
         summary="Messages API",
     ),
     ProviderInfo(
@@ -163,7 +170,13 @@ _ROWS = (
         "mistral-small-latest",
         stream_usage=False,
     ),
-    _compat("deepseek", "https://api.deepseek.com/v1", ("DEEPSEEK_API_KEY",), "deepseek-chat"),
+    _compat(
+        "deepseek",
+        "https://api.deepseek.com/v1",
+        ("DEEPSEEK_API_KEY",),
+        "deepseek-chat",
+        reasoning_field="reasoning_content",
+    ),
     _compat(
         "fireworks",
         "https://api.fireworks.ai/inference/v1",
