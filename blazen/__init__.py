@@ -14,9 +14,11 @@ from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
 from ._stream import ChatModel, ModelOptions, Streaming, init, shutdown
 from ._types import (
+    AudioPart,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
+    DocumentPart,
     ImagePart,
     StreamChunk,
     TextPart,
@@ -58,6 +60,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentResult",
+    "AudioPart",
     "AuthError",
     "BlazenError",
     "CallbackError",
@@ -71,6 +74,7 @@ __all__ = [
     "ContentPolicyError",
     "Context",
     "ContextLengthError",
+    "DocumentPart",
     "Event",
     "ImagePart",
     "InternalError",

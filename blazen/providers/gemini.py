@@ -24,7 +24,14 @@ from urllib.parse import quote
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
-from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
+from .._types import (
+    Attachment,
+    AudioPart,
+    CompletionRequest,
+    CompletionResponse,
+    StreamChunk,
+    TokenUsage,
+)
 from ..errors import ProviderError, ValidationError, error_from_provider
 from .base import (
     call_arguments,
@@ -34,6 +41,7 @@ from .base import (
     system_text,
     tool_names,
 )
+from .capabilities import check_attachment
 
 __all__ = ["GeminiWire"]
 
@@ -108,6 +116,14 @@ class GeminiWire:
             return {"fileData": {"mimeType": media_type, "fileUri": value}}
         return {"inlineData": {"mimeType": media_type, "data": value}}
 
+    def _attachment(self, part: Attachment) -> dict[str, Any]:
+        check_attachment(self.provider, "gemini", part)
+        if isinstance(part, AudioPart):
+            return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+        if part.url is not None:
+            return {"fileData": {"mimeType": part.media_type, "fileUri": part.url}}
+        return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+
     def contents(self, req: CompletionRequest) -> list[dict[str, Any]]:
         """The ``contents`` array: roles ``user`` and ``model``, same-role turns merged."""
         names = tool_names(req)
@@ -129,6 +145,8 @@ class GeminiWire:
                 response = {"name": name, "response": _result_object(m.content)}
                 parts.append({"functionResponse": response})
             else:
+                # Documents before the prompt, as Gemini's document guide advises.
+                parts.extend(self._attachment(part) for part in m.attachments)
                 if m.content:
                     parts.append({"text": m.content})
                 parts.extend(self._image(img) for img in m.images)
