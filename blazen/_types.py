@@ -463,7 +463,8 @@ class ChatMessage:
     role: str = attrs.field(validator=_check_role)
     content: Optional[str] = attrs.field(default=None, validator=_check_content)
     images: tuple[ImagePart, ...] = ()
-    #: Documents and audio (``Llm.document``, ``Llm.audio``), after the text and images.
+    #: Documents and audio (``Llm.document``, ``Llm.audio``): documents go before the text
+    #: and audio after it, as the providers' guides show them.
     attachments: tuple[Attachment, ...] = attrs.field(default=(), validator=_check_attachments)
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: Optional[str] = None

@@ -151,7 +151,8 @@ class AnthropicWire:
                 "content": m.content or "",
             }
             return "user", [block]
-        # Documents before the question, as Anthropic's PDF guide advises.
+        # Documents before the question, as Anthropic's PDF guide shows them (audio, which
+        # would come after it, is refused by _document).
         blocks = [self._document(part) for part in m.attachments]
         if m.content:
             blocks.append({"type": "text", "text": m.content})

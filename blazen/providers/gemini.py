@@ -145,11 +145,14 @@ class GeminiWire:
                 response = {"name": name, "response": _result_object(m.content)}
                 parts.append({"functionResponse": response})
             else:
-                # Documents before the prompt, as Gemini's document guide advises.
-                parts.extend(self._attachment(part) for part in m.attachments)
+                # Documents before the prompt and sound after it, as Gemini's guides show.
+                sound = [a for a in m.attachments if isinstance(a, AudioPart)]
+                docs = [a for a in m.attachments if not isinstance(a, AudioPart)]
+                parts.extend(self._attachment(a) for a in docs)
                 if m.content:
                     parts.append({"text": m.content})
                 parts.extend(self._image(img) for img in m.images)
+                parts.extend(self._attachment(a) for a in sound)
                 parts.extend(
                     {"functionCall": {"name": c.name, "args": call_arguments(self.provider, c)}}
                     for c in m.tool_calls

@@ -49,24 +49,30 @@ def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
     return {"type": "file", "file": {"filename": name, "file_data": part.as_data_url()}}
 
 
+def _is_audio(part: Attachment) -> bool:
+    return isinstance(part, AudioPart)
+
+
 def openai_messages(req: CompletionRequest, provider: str = "openai") -> list[dict[str, Any]]:
     """The ``messages`` array for a request, in OpenAI's shape.
 
     A message's ``name`` goes out as its ``name`` field on system, user and assistant
     messages; tool messages have none in OpenAI's API (their call id names them).
-    Attachments come first in their message, documents before the question.
+    Documents come before the message's text, audio after it and its images.
     """
     out: list[dict[str, Any]] = []
     if req.system:
         out.append({"role": "system", "content": req.system})
     for m in req.messages:
         if m.role == "user" and (m.images or m.attachments):
-            parts = [_attachment(provider, part) for part in m.attachments]
+            # Documents before the question and sound after it, as OpenAI's guides show them.
+            parts = [_attachment(provider, p) for p in m.attachments if not _is_audio(p)]
             if m.content:
                 parts.append({"type": "text", "text": m.content})
             parts.extend(
                 {"type": "image_url", "image_url": {"url": img.as_data_url()}} for img in m.images
             )
+            parts.extend(_attachment(provider, p) for p in m.attachments if _is_audio(p))
             out.append({"role": "user", "content": parts})
         elif m.role == "assistant" and m.tool_calls:
             out.append(
