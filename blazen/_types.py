@@ -442,12 +442,16 @@ def _check_name(_self: Any, _attribute: Any, name: Any) -> None:
         raise ValueError(msg)
 
 
-def _check_attachments(_self: Any, _attribute: Any, value: Any) -> None:
+def _check_attachments(message: Any, _attribute: Any, value: Any) -> None:
     if not isinstance(value, tuple) or not all(
         isinstance(a, (DocumentPart, AudioPart)) for a in value
     ):
         msg = "message attachments must be a tuple of Llm.document(...) and Llm.audio(...) values"
         raise TypeError(msg)
+    # Only a user turn can carry them on every wire; elsewhere they would be dropped.
+    if value and message.role != "user":
+        msg = f"only user messages take attachments (Llm.user), not a {message.role} message"
+        raise ValueError(msg)
 
 
 @immutable

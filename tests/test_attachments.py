@@ -272,6 +272,18 @@ def test_an_unreadable_file_is_a_validation_error(tmp_path):
         path.chmod(0o600)
 
 
+def test_a_path_that_cannot_be_opened_is_a_validation_error():
+    """A path the OS refuses (a NUL byte in it) fails at build time with the reason."""
+    with pytest.raises(blazen.ValidationError, match="cannot be read"):
+        Llm.document("report\x00.pdf")
+
+
+def test_only_user_messages_take_attachments():
+    """An assistant or system message with attachments is refused when built."""
+    with pytest.raises(ValueError, match="only user messages take attachments"):
+        blazen.ChatMessage(role="assistant", content="x", attachments=(Llm.document(PDF),))
+
+
 def test_empty_data_and_empty_files_are_validation_errors(tmp_path):
     """Nothing to send is refused, from bytes or from a file."""
     with pytest.raises(blazen.ValidationError, match="empty"):
