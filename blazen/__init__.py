@@ -14,9 +14,11 @@ from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
 from ._stream import ChatModel, ModelOptions, Streaming, init, shutdown
 from ._types import (
+    AudioPart,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
+    DocumentPart,
     ImagePart,
     ReasoningPart,
     StreamChunk,
@@ -59,6 +61,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentResult",
+    "AudioPart",
     "AuthError",
     "BlazenError",
     "CallbackError",
@@ -72,6 +75,7 @@ __all__ = [
     "ContentPolicyError",
     "Context",
     "ContextLengthError",
+    "DocumentPart",
     "Event",
     "ImagePart",
     "InternalError",

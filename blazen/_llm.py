@@ -7,10 +7,14 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
 
+from ._attachments import Source, load_audio, load_document
 from ._json import json_copy
 from ._types import (
+    Attachment,
+    AudioPart,
     ChatMessage,
     CompletionRequest,
+    DocumentPart,
     ImagePart,
     ReasoningPart,
     ToolCall,
@@ -77,23 +81,61 @@ class Llm:
         text: str,
         images: Iterable[Union[str, ImagePart]] = (),
         *,
+        attachments: Iterable[Attachment] = (),
         cache: bool = False,
         name: Optional[str] = None,
     ) -> ChatMessage:
         """A user message: text, optionally with images given by URL or :meth:`image`.
 
-        ``cache=True`` puts a prompt-cache breakpoint on its last part (see :meth:`system`);
-        ``name`` (optional) tells users apart, sent where the wire has one (OpenAI).
+        ``attachments`` holds documents and audio (:meth:`document`, :meth:`audio`); a
+        provider that cannot take one raises :class:`~blazen.UnsupportedError` before
+        sending. ``cache=True`` puts a prompt-cache breakpoint on its last part (see
+        :meth:`system`); ``name`` (optional) tells users apart, sent where the wire has one
+        (OpenAI).
         """
         if isinstance(images, (str, ImagePart)):
             images = [images]
+        if isinstance(attachments, (DocumentPart, AudioPart)):
+            attachments = [attachments]
+        if isinstance(attachments, (str, bytes)) or not isinstance(attachments, Iterable):
+            msg = "attachments must be a list of Llm.document(...) and Llm.audio(...) values"
+            raise TypeError(msg)
         return ChatMessage(
             role="user",
             content=text,
             images=tuple(_image(i) for i in images),
+            attachments=tuple(attachments),
             cache=cache,
             name=name,
         )
+
+    @staticmethod
+    def document(
+        data_or_path_or_url: Source,
+        media_type: str = "application/pdf",
+        filename: Optional[str] = None,
+    ) -> DocumentPart:
+        """A document for :meth:`user`'s ``attachments``: bytes, a file's path, or a URL.
+
+        Bytes and files are base64-encoded now (a file is read now: a missing, empty or
+        unreadable one raises :class:`~blazen.ValidationError` here, not when sending); an
+        http(s) URL is sent as a URL where the provider fetches documents (Anthropic,
+        Gemini). ``filename`` (by default the file's name) goes where the wire has one.
+
+        Example::
+
+            Llm.user("Summarise this.", attachments=[Llm.document("report.pdf")])
+        """
+        return load_document(data_or_path_or_url, media_type, filename)
+
+    @staticmethod
+    def audio(data_or_path: Source, format: str = "wav") -> AudioPart:
+        """A sound clip for :meth:`user`'s ``attachments``: bytes or a file's path.
+
+        ``format`` is ``"wav"`` or ``"mp3"``. The clip is read and base64-encoded now; it
+        reaches OpenAI as ``input_audio`` and Gemini as inline data.
+        """
+        return load_audio(data_or_path, format)
 
     @staticmethod
     def image(

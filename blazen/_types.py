@@ -335,7 +335,75 @@ class ImagePart:
         return f"data:{self.media_type};base64,{self.data}"
 
 
+def _check_text(owner: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_self: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, str) or not value:
+            msg = f"{owner} {attribute.name} must be a non-empty str, got {value!r:.60}"
+            raise ValueError(msg) if isinstance(value, str) else TypeError(msg)
+
+    return check
+
+
+def _short(data: Optional[str]) -> str:
+    # A repr (a log line, a traceback) shows how much, not megabytes of base64.
+    return "None" if data is None else f"<{len(data)} chars of base64>"
+
+
+def _one_document_source(doc: DocumentPart, _attribute: Any, _value: Any) -> None:
+    if (doc.url is None) == (doc.data is None):
+        msg = "a document needs exactly one of url= or data= (base64); build it with Llm.document"
+        raise ValueError(msg)
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class DocumentPart:
+    """A document inside a user message (a PDF, plain text...): build it with ``Llm.document``.
+
+    ``data`` is the file's bytes in base64, or ``url`` an http(s) address for the providers
+    that fetch documents themselves; ``filename`` names it where the wire has a name.
+    """
+
+    url: Optional[str] = None
+    data: Optional[str] = attrs.field(default=None, repr=_short)
+    media_type: str = attrs.field(
+        default="application/pdf",
+        validator=[_check_text("DocumentPart"), _one_document_source],
+    )
+    filename: Optional[str] = None
+
+    def as_data_url(self) -> str:
+        """The document as a ``data:`` URL (OpenAI's ``file_data``); only for ``data``."""
+        return f"data:{self.media_type};base64,{self.data}"
+
+
+#: The audio formats blazen sends, with their media types (the two OpenAI takes inline).
+AUDIO_FORMATS = {"wav": "audio/wav", "mp3": "audio/mp3"}
+
+
+def _check_audio_format(_self: Any, _attribute: Any, value: Any) -> None:
+    if value not in AUDIO_FORMATS:
+        msg = f"audio format must be one of {', '.join(AUDIO_FORMATS)}; got {value!r}"
+        raise ValueError(msg)
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class AudioPart:
+    """A sound clip inside a user message, base64 ``data`` in ``format``: see ``Llm.audio``."""
+
+    data: str = attrs.field(validator=_check_text("AudioPart"), repr=_short)
+    format: str = attrs.field(default="wav", validator=_check_audio_format)
+
+    @property
+    def media_type(self) -> str:
+        """The clip's media type: ``audio/wav`` or ``audio/mp3``."""
+        return AUDIO_FORMATS[self.format]
+
+
 ContentPart = Union[TextPart, ImagePart]
+#: What ``ChatMessage.attachments`` holds.
+Attachment = Union[DocumentPart, AudioPart]
 
 _REASONING_KINDS = ("thinking", "redacted", "signature")
 
@@ -442,6 +510,18 @@ def _check_is_error(message: ChatMessage, _attribute: Any, is_error: Any) -> Non
         raise ValueError(msg)
 
 
+def _check_attachments(message: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, tuple) or not all(
+        isinstance(a, (DocumentPart, AudioPart)) for a in value
+    ):
+        msg = "message attachments must be a tuple of Llm.document(...) and Llm.audio(...) values"
+        raise TypeError(msg)
+    # Only a user turn can carry them on every wire; elsewhere they would be dropped.
+    if value and message.role != "user":
+        msg = f"only user messages take attachments (Llm.user), not a {message.role} message"
+        raise ValueError(msg)
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class ChatMessage:
@@ -455,6 +535,9 @@ class ChatMessage:
     role: str = attrs.field(validator=_check_role)
     content: Optional[str] = attrs.field(default=None, validator=_check_content)
     images: tuple[ImagePart, ...] = ()
+    #: Documents and audio (``Llm.document``, ``Llm.audio``): documents go before the text
+    #: and audio after it, as the providers' guides show them.
+    attachments: tuple[Attachment, ...] = attrs.field(default=(), validator=_check_attachments)
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: Optional[str] = None
     #: A prompt-cache breakpoint after this message (Anthropic's ``cache_control``; other

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen.errors",
         "blazen._json",
         "blazen._types",
+        "blazen._attachments",
         "blazen._cancel",
         "blazen._llm",
     ),

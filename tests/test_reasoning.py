@@ -73,10 +73,12 @@ def test_the_readme_table_says_which_field_each_openai_format_provider_sends():
     """The provider table shows max_completion_tokens for openai and azure, max_tokens for presets."""
     from blazen.providers.registry import markdown_table
 
-    rows = {line.split("|")[1].strip(): line for line in markdown_table().splitlines()[2:]}
-    assert rows["`openai`"].endswith("| `max_completion_tokens` |")
-    assert rows["`azure`"].endswith("| `max_completion_tokens` |")
-    assert rows["`groq`"].endswith("| `max_tokens` |")
+    lines = markdown_table().splitlines()
+    column = [c.strip() for c in lines[0].split("|")].index("`max_tokens` sent as")
+    rows = {r[1]: r[column] for r in ([c.strip() for c in x.split("|")] for x in lines[2:])}
+    assert rows["`openai`"] == "`max_completion_tokens`"
+    assert rows["`azure`"] == "`max_completion_tokens`"
+    assert rows["`groq`"] == "`max_tokens`"
 
 
 # -- reasoning options: validation -------------------------------------------------------

@@ -23,6 +23,7 @@ Quirks handled here:
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from typing import Any, Optional, Union
@@ -30,15 +31,18 @@ from typing import Any, Optional, Union
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import (
+    Attachment,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
+    DocumentPart,
     ReasoningPart,
     StreamChunk,
     TokenUsage,
 )
 from ..errors import ProviderError, UnsupportedError, ValidationError
 from .base import call_arguments, image_source, parse_json, reasoning_refused, system_text
+from .capabilities import check_attachment
 
 __all__ = ["AnthropicWire"]
 
@@ -139,6 +143,24 @@ class AnthropicWire:
             "source": {"type": "base64", "media_type": media_type, "data": value},
         }
 
+    def _document(self, part: Attachment) -> dict[str, Any]:
+        # Audio, and documents Claude cannot read, are refused here, before sending.
+        check_attachment(self.provider, "anthropic", part)
+        assert isinstance(part, DocumentPart)  # audio was refused above
+        source: dict[str, Any]
+        if part.url is not None:
+            source = {"type": "url", "url": part.url}
+        elif part.media_type == "text/plain":
+            # Plain text goes as text (checked to be UTF-8 when the document was built).
+            text = base64.b64decode(part.data or "").decode("utf-8")
+            source = {"type": "text", "media_type": "text/plain", "data": text}
+        else:
+            source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+        block: dict[str, Any] = {"type": "document", "source": source}
+        if part.filename:
+            block["title"] = part.filename
+        return block
+
     def _blocks(self, m: ChatMessage) -> tuple[str, list[dict[str, Any]]]:
         """The role and content blocks of one message, its breakpoint on the last."""
         role, blocks = self._plain_blocks(m)
@@ -162,6 +184,9 @@ class AnthropicWire:
             reasoning = _reasoning_block(part)
             if reasoning is not None:
                 blocks.append(reasoning)
+        # Documents before the question, as Anthropic's PDF guide shows them (audio, which
+        # would come after it, is refused by _document).
+        blocks.extend(self._document(part) for part in m.attachments)
         if m.content:
             blocks.append({"type": "text", "text": m.content})
         blocks.extend(self._image(img) for img in m.images)

@@ -29,6 +29,8 @@ from urllib.parse import quote
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import (
+    Attachment,
+    AudioPart,
     ChatMessage,
     CompletionRequest,
     CompletionResponse,
@@ -45,6 +47,7 @@ from .base import (
     system_text,
     tool_names,
 )
+from .capabilities import check_attachment
 
 __all__ = ["GeminiWire"]
 
@@ -150,6 +153,14 @@ class GeminiWire:
             return {"fileData": {"mimeType": media_type, "fileUri": value}}
         return {"inlineData": {"mimeType": media_type, "data": value}}
 
+    def _attachment(self, part: Attachment) -> dict[str, Any]:
+        check_attachment(self.provider, "gemini", part)
+        if isinstance(part, AudioPart):
+            return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+        if part.url is not None:
+            return {"fileData": {"mimeType": part.media_type, "fileUri": part.url}}
+        return {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+
     def contents(self, req: CompletionRequest) -> list[dict[str, Any]]:
         """The ``contents`` array: roles ``user`` and ``model``, same-role turns merged."""
         names = tool_names(req)
@@ -174,9 +185,14 @@ class GeminiWire:
             elif m.reasoning_parts:
                 parts.extend(self._signed_parts(m))
             else:
+                # Documents before the prompt and sound after it, as Gemini's guides show.
+                sound = [a for a in m.attachments if isinstance(a, AudioPart)]
+                docs = [a for a in m.attachments if not isinstance(a, AudioPart)]
+                parts.extend(self._attachment(a) for a in docs)
                 if m.content:
                     parts.append({"text": m.content})
                 parts.extend(self._image(img) for img in m.images)
+                parts.extend(self._attachment(a) for a in sound)
                 parts.extend(
                     {"functionCall": {"name": c.name, "args": call_arguments(self.provider, c)}}
                     for c in m.tool_calls

@@ -24,6 +24,7 @@ from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
 from .base import call_arguments, image_source, parse_json, reasoning_refused, tool_names
+from .capabilities import check_attachment
 
 __all__ = ["OllamaWire"]
 
@@ -65,6 +66,8 @@ class OllamaWire:
         if req.system:
             out.append({"role": "system", "content": req.system})
         for m in req.messages:
+            for part in m.attachments:
+                check_attachment(self.provider, "ollama", part)  # documents, audio: refused
             msg: dict[str, Any] = {"role": m.role, "content": m.content or ""}
             if m.images:
                 images = []

@@ -18,25 +18,49 @@ Quirks handled here (each seen from real servers):
 from __future__ import annotations
 
 import json
+import mimetypes
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
-from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
+from .._types import (
+    Attachment,
+    AudioPart,
+    CompletionRequest,
+    CompletionResponse,
+    StreamChunk,
+    TokenUsage,
+)
 from ..errors import ProviderError
 from .base import parse_json, reasoning_refused
+from .capabilities import check_attachment
 
 __all__ = ["OpenAIWire", "openai_messages"]
 
 
+def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
+    # A document by URL or of a type other than PDF is refused here, before sending.
+    check_attachment(provider, "openai", part)
+    if isinstance(part, AudioPart):
+        return {"type": "input_audio", "input_audio": {"data": part.data, "format": part.format}}
+    # file_data needs a filename beside it; bytes given without one get a neutral name.
+    name = part.filename or "document" + (mimetypes.guess_extension(part.media_type) or "")
+    return {"type": "file", "file": {"filename": name, "file_data": part.as_data_url()}}
+
+
+def _is_audio(part: Attachment) -> bool:
+    return isinstance(part, AudioPart)
+
+
 def openai_messages(
-    req: CompletionRequest, reasoning_field: Optional[str] = None
+    req: CompletionRequest, provider: str = "openai", reasoning_field: Optional[str] = None
 ) -> list[dict[str, Any]]:
     """The ``messages`` array for a request, in OpenAI's shape.
 
     A message's ``name`` goes out as its ``name`` field on system, user and assistant
-    messages; tool messages have none in OpenAI's API (their call id names them). An
+    messages; tool messages have none in OpenAI's API (their call id names them).
+    Documents come before the message's text, audio after it and its images. An
     assistant turn's plain reasoning text goes back as ``reasoning_field`` when the server
     wants it (DeepSeek's ``reasoning_content``); no other wire's signed parts are sent.
     """
@@ -44,13 +68,15 @@ def openai_messages(
     if req.system:
         out.append({"role": "system", "content": req.system})
     for m in req.messages:
-        if m.role == "user" and m.images:
-            parts: list[dict[str, Any]] = []
+        if m.role == "user" and (m.images or m.attachments):
+            # Documents before the question and sound after it, as OpenAI's guides show them.
+            parts = [_attachment(provider, p) for p in m.attachments if not _is_audio(p)]
             if m.content:
                 parts.append({"type": "text", "text": m.content})
             parts.extend(
                 {"type": "image_url", "image_url": {"url": img.as_data_url()}} for img in m.images
             )
+            parts.extend(_attachment(provider, p) for p in m.attachments if _is_audio(p))
             out.append({"role": "user", "content": parts})
         elif m.role == "assistant" and m.tool_calls:
             out.append(
@@ -141,10 +167,8 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
-        body: dict[str, Any] = {
-            "model": req.model or self.model,
-            "messages": openai_messages(req, self._reasoning_field),
-        }
+        messages = openai_messages(req, self.provider, self._reasoning_field)
+        body: dict[str, Any] = {"model": req.model or self.model, "messages": messages}
         if req.max_tokens is not None:
             body[self._max_tokens_field] = req.max_tokens
         if req.reasoning_effort is not None:

@@ -14,6 +14,7 @@ from typing import Optional
 import attrs
 
 from .._types import immutable
+from .capabilities import table_cells
 
 __all__ = [
     "MAX_TOKENS_FIELDS",
@@ -232,11 +233,15 @@ _NATIVE_MAX_TOKENS = {
 
 
 def markdown_table() -> str:
-    """The README's table of providers, one row each, from this registry."""
+    """The README's table of providers, one row each, from this registry.
+
+    The capability columns come from :data:`blazen.providers.capabilities.WIRES`, the
+    table the wire formats check requests against.
+    """
     rows = [
         "| factory | wire | default `base_url` | key variables | default model "
-        "| `max_tokens` sent as |",
-        "|---|---|---|---|---|---|",
+        "| `max_tokens` sent as | reasoning | documents | audio | caching | typed output |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for info in PROVIDERS.values():
         keys = ", ".join(f"`{v}`" for v in info.key_env)
@@ -252,6 +257,6 @@ def markdown_table() -> str:
         sent_as = _NATIVE_MAX_TOKENS.get(info.wire) or f"`{info.max_tokens_field}`"
         rows.append(
             f"| `{info.name}` | {info.wire}: {info.summary} | {url} | {keys} | `{info.model}` "
-            f"| {sent_as} |"
+            f"| {sent_as} | {' | '.join(table_cells(info.wire))} |"
         )
     return "\n".join(rows) + "\n"
