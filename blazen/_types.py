@@ -12,11 +12,14 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator, Sequence
-from typing import Any, Callable, Optional, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, overload
 
 import attrs
 
 from ._json import check_schema, json_copy
+
+if TYPE_CHECKING:
+    from ._schema.output import OutputSpec
 
 _C = TypeVar("_C", bound=type)
 
@@ -414,6 +417,8 @@ class CompletionRequest:
     reasoning_effort: Optional[str] = None
     #: Tokens a reasoning model may spend thinking (Anthropic, Gemini).
     reasoning_budget: Optional[int] = None
+    #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``).
+    output: Optional[OutputSpec] = None
 
 
 def _count(value: Any) -> int:
@@ -526,6 +531,7 @@ class CompletionResponse:
     ``refusal`` is the model's explanation when it declined to answer (every
     ``refusal_delta`` joined), else None; a refused answer's ``finish_reason`` is
     ``content_filter`` whatever the provider said (its word stays in ``raw_finish_reason``).
+    ``output`` is the validated typed answer when the request had ``output=``, else None.
     """
 
     content: str
@@ -536,3 +542,4 @@ class CompletionResponse:
     usage: Optional[TokenUsage] = None
     model: Optional[str] = None
     refusal: Optional[str] = None
+    output: Any = None

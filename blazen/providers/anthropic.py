@@ -231,9 +231,39 @@ class AnthropicWire:
             body["tool_choice"] = _TOOL_CHOICE.get(
                 req.tool_choice, {"type": "tool", "name": req.tool_choice}
             )
+        if req.output is not None:
+            self._forced_output(req, body)
         if stream:
             body["stream"] = True
         return body
+
+    def _forced_output(self, req: CompletionRequest, body: dict[str, Any]) -> None:
+        """Typed output as a tool the model must call: its input is the answer.
+
+        https://docs.anthropic.com/en/docs/build-with-claude/tool-use (JSON output): a
+        forced tool's ``input_schema`` shapes the answer. A forced tool leaves no room for
+        the caller's own tools, and Claude refuses it while thinking.
+        """
+        spec = req.output
+        assert spec is not None
+        if req.reasoning_budget is not None:
+            raise UnsupportedError(
+                f"{self.provider} cannot combine output= with reasoning_budget: typed output "
+                "is a forced tool call, and Claude cannot be forced to call a tool while "
+                "thinking; drop one of them",
+                provider=self.provider,
+            )
+        if req.tools and req.tool_choice != "none":
+            raise UnsupportedError(
+                f"{self.provider} receives output= as a forced tool call, so the request's "
+                "own tools could never be called; send the tools and the typed answer in "
+                "separate requests",
+                provider=self.provider,
+            )
+        description = spec.description or f"Give the answer as a {spec.name}."
+        tool = {"name": spec.name, "description": description, "input_schema": spec.schema}
+        body["tools"] = [tool]
+        body["tool_choice"] = {"type": "tool", "name": spec.name}
 
     def _thinking(self, req: CompletionRequest) -> Optional[dict[str, Any]]:
         """``thinking`` for ``req``'s reasoning options; what Claude refuses is refused here.
