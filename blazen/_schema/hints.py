@@ -114,7 +114,14 @@ def record_fields(cls: type) -> list[tuple[str, Any, bool]]:
                 out.append((a.alias or a.name, hints.get(a.name, Any), a.default is attrs.NOTHING))
     elif is_typeddict(cls):
         needed = cls.__required_keys__  # type: ignore[attr-defined]
-        out.extend((name, _unwrap_required(h), name in needed) for name, h in hints.items())
+        for name, hint in hints.items():
+            # Under string annotations (PEP 563) Python cannot see NotRequired itself.
+            wrapper = getattr(typing.get_origin(hint), "_name", None)
+            if wrapper in ("Required", "NotRequired"):
+                required = wrapper == "Required"
+            else:
+                required = name in needed
+            out.append((name, _unwrap_required(hint), required))
     else:
         for f in dataclasses.fields(cls):
             if f.init:
