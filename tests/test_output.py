@@ -429,6 +429,22 @@ def test_a_non_streamed_refusal_is_a_refusal_error(server, model):
         model.complete(request())
 
 
+def test_a_turn_that_calls_tools_first_has_no_output_and_no_error(server, model):
+    """With tools on auto, a tool-call turn ends done with output None (no answer yet)."""
+    frames = [
+        {"choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function",
+             "function": {"name": "lookup", "arguments": "{}"}}
+        ]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    server.add(sse("".join(f"data: {json.dumps(f)}\n\n" for f in frames) + "data: [DONE]\n\n"))
+    rec = Recorder()
+    resp = Streaming.complete(model, request(tools=[Llm.tool("lookup")]), rec.handler)
+    assert resp.output is None and resp.tool_calls[0].name == "lookup"
+    assert rec.kinds[-1] == "done" and rec.done[0] == "tool_calls"
+
+
 def test_requests_without_output_are_untouched(server, model):
     """Prose without output= is never parsed, and response.output stays None."""
     server.add(openai_stream(["plain prose"]))

@@ -20,13 +20,18 @@ def with_output(spec: OutputSpec, response: CompletionResponse) -> CompletionRes
 
     Where the answer came as the forced tool call named ``spec.name`` (Anthropic), that
     call becomes the answer: its arguments are the ``content``, it leaves ``tool_calls``,
-    and the finish reason it caused reads ``stop``. Raises
+    and the finish reason it caused reads ``stop``. A turn that calls the caller's own
+    tools instead is returned as it is, ``output`` None. Raises
     :class:`~blazen.OutputValidationError` or :class:`~blazen.RefusalError`.
     """
     content = response.content
     calls = response.tool_calls
     finish = response.finish_reason
     answer = next((c for c in calls if c.name == spec.name), None)
+    if answer is None and calls and response.refusal is None:
+        # The model called the caller's own tools first (tool_choice "auto"): this turn
+        # has no answer yet, so no output; the turn after the tool results will.
+        return response
     if answer is not None:
         if not content.strip():
             content = answer.arguments_json
