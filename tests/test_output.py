@@ -357,6 +357,7 @@ def _one_error(rec: Recorder) -> Any:
         ([ANSWER.replace('"celsius"', '"kelvin"')], "stop", "must be one of"),
         (['{"city":"Paris","tempera'], "length", "cut off by max_tokens"),
         ([], "stop", "no text"),
+        (["[" * 50_000 + "]" * 50_000], "stop", "nested too deeply"),
     ],
 )
 def test_an_answer_that_is_not_the_type_is_the_one_error(server, model, content, finish, words):
@@ -367,7 +368,15 @@ def test_an_answer_that_is_not_the_type_is_the_one_error(server, model, content,
     err = _one_error(rec)
     assert type(err) is OutputValidationError and isinstance(err, blazen.ValidationError)
     assert words in str(err) and "err.raw" in str(err)
-    assert err.raw == "".join(content)
+    assert err.raw == "".join(content) == rec.text == err.partial
+
+
+def test_a_key_echoed_in_the_answer_is_masked_in_raw(server, model):
+    """The error's raw text passes through the model's key masking like every message."""
+    server.add(openai_stream(['{"city": "sk-test-SECRET-0123456789"}']))
+    with pytest.raises(OutputValidationError) as info:
+        Streaming.complete(model, request())
+    assert "SECRET" not in info.value.raw and "SECRET" not in repr(vars(info.value))
 
 
 def test_without_a_handler_the_validation_error_raises(server, model, complete):
