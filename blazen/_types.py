@@ -12,14 +12,12 @@ from __future__ import annotations
 import itertools
 import json
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Callable, Optional, TypeVar, Union, overload
+from typing import Any, Callable, Optional, TypeVar, Union, overload
 
 import attrs
 
 from ._json import check_schema, json_copy
-
-if TYPE_CHECKING:
-    from ._schema.output import OutputSpec
+from ._schema.output import OutputSpec, output_spec
 
 _C = TypeVar("_C", bound=type)
 
@@ -398,6 +396,12 @@ class ChatMessage:
     name: Optional[str] = attrs.field(default=None, validator=_check_name)
 
 
+def _output(value: Any) -> Optional[OutputSpec]:
+    if value is None or isinstance(value, OutputSpec):
+        return value
+    return output_spec(value)
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class CompletionRequest:
@@ -417,8 +421,9 @@ class CompletionRequest:
     reasoning_effort: Optional[str] = None
     #: Tokens a reasoning model may spend thinking (Anthropic, Gemini).
     reasoning_budget: Optional[int] = None
-    #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``).
-    output: Optional[OutputSpec] = None
+    #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``); a
+    #: class given here directly becomes its :class:`OutputSpec`.
+    output: Optional[OutputSpec] = attrs.field(default=None, converter=_output)
 
 
 def _count(value: Any) -> int:

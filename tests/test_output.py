@@ -478,3 +478,12 @@ def test_typeddict_not_required_keys_are_nullable_and_dropped_when_null(server, 
     server.add(openai_stream(['{"name":"a","size":null}']))
     assert Streaming.complete(model, request(Item)).output == {"name": "a"}
 
+
+
+def test_a_request_built_directly_takes_the_class_too():
+    """CompletionRequest(output=Weather) and __replace__ make the same spec as Llm does."""
+    direct = blazen.CompletionRequest(messages=(Llm.user("hi"),), output=Weather)
+    assert direct.output == output_spec(Weather)
+    assert request(None).__replace__(output=Weather).output == direct.output
+    with pytest.raises(TypeError, match="output= must be"):
+        blazen.CompletionRequest(messages=(Llm.user("hi"),), output=int)

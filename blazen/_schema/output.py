@@ -21,7 +21,6 @@ from typing import Any, Optional
 
 import attrs
 
-from .._types import immutable
 from ..errors import OutputValidationError, RefusalError
 from .check import schema_errors
 from .hints import Invalid, convert, is_record, schema_for
@@ -33,7 +32,6 @@ _NAME_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 _NAME_MAX = 64
 
 
-@immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class OutputSpec:
     """What ``output=`` asked for: the class, its wire name and its strict JSON schema."""
