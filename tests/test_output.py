@@ -234,19 +234,22 @@ def test_anthropic_sends_a_forced_tool_whose_input_is_the_answer(server):
     assert body["tool_choice"] == {"type": "tool", "name": "Weather"}
 
 
-@pytest.mark.parametrize(
-    ("kw", "words"),
-    [
-        ({"reasoning_budget": 2048}, "reasoning_budget"),
-        ({"tools": [Llm.tool("lookup")]}, "own tools"),
-    ],
-)
-def test_anthropic_refuses_output_with_thinking_or_tools_before_sending(server, kw, words):
+def test_anthropic_refuses_output_with_thinking_before_sending(server):
     """Claude refuses a forced tool while thinking: UnsupportedError, nothing sent."""
     model = model_for("anthropic", server, max_retries=0)
-    with pytest.raises(blazen.UnsupportedError, match=words):
-        Streaming.complete(model, request(**kw))
+    with pytest.raises(blazen.UnsupportedError, match="reasoning_budget"):
+        Streaming.complete(model, request(reasoning_budget=2048))
     assert server.requests == []
+
+
+@pytest.mark.parametrize(("choice", "names"), [("auto", ["lookup", "Weather"]), ("none", ["Weather"])])
+def test_anthropic_offers_the_answer_tool_beside_the_callers_tools(server, choice, names):
+    """With tools on auto the model must call one of them or the answer's (tool_choice any)."""
+    model = model_for("anthropic", server)
+    body = model.wire.body(request(tools=[Llm.tool("lookup")], tool_choice=choice), stream=True)
+    assert [t["name"] for t in body["tools"]] == names
+    forced = {"type": "tool", "name": "Weather"}
+    assert body["tool_choice"] == ({"type": "any"} if choice == "auto" else forced)
 
 
 # -- the answer read back ------------------------------------------------------------

@@ -241,8 +241,9 @@ class AnthropicWire:
         """Typed output as a tool the model must call: its input is the answer.
 
         https://docs.anthropic.com/en/docs/build-with-claude/tool-use (JSON output): a
-        forced tool's ``input_schema`` shapes the answer. A forced tool leaves no room for
-        the caller's own tools, and Claude refuses it while thinking.
+        forced tool's ``input_schema`` shapes the answer. With the caller's own tools the
+        model must call one of them or the answer's (``any``). Claude refuses a forced tool
+        while thinking.
         """
         spec = req.output
         assert spec is not None
@@ -253,17 +254,16 @@ class AnthropicWire:
                 "thinking; drop one of them",
                 provider=self.provider,
             )
-        if req.tools and req.tool_choice != "none":
-            raise UnsupportedError(
-                f"{self.provider} receives output= as a forced tool call, so the request's "
-                "own tools could never be called; send the tools and the typed answer in "
-                "separate requests",
-                provider=self.provider,
-            )
         description = spec.description or f"Give the answer as a {spec.name}."
         tool = {"name": spec.name, "description": description, "input_schema": spec.schema}
-        body["tools"] = [tool]
-        body["tool_choice"] = {"type": "tool", "name": spec.name}
+        if req.tools and req.tool_choice != "none":
+            # With tools of its own the model must call one of them or give the answer:
+            # "any" forces a tool call without choosing which.
+            body["tools"].append(tool)
+            body["tool_choice"] = {"type": "any"}
+        else:
+            body["tools"] = [tool]
+            body["tool_choice"] = {"type": "tool", "name": spec.name}
 
     def _thinking(self, req: CompletionRequest) -> Optional[dict[str, Any]]:
         """``thinking`` for ``req``'s reasoning options; what Claude refuses is refused here.
