@@ -374,6 +374,26 @@ def test_an_answer_that_is_not_the_type_is_the_one_error(server, model, content,
     assert err.raw == "".join(content) == rec.text == err.partial
 
 
+@attrs.frozen
+class Checked:
+    n: int = attrs.field()
+
+    @n.validator
+    def _positive(self, _attribute: Any, value: int) -> None:
+        if value < 0:
+            raise RuntimeError("n must not be negative")
+
+
+def test_a_class_validator_that_raises_anything_is_an_output_validation_error(server, model):
+    """A validator raising RuntimeError still ends the stream with OutputValidationError."""
+    server.add(openai_stream(['{"n": -1}']))
+    rec = Recorder()
+    Streaming.complete(model, request(Checked), rec.handler)
+    err = _one_error(rec)
+    assert type(err) is OutputValidationError and "must not be negative" in str(err)
+    assert isinstance(err.__cause__, RuntimeError)
+
+
 def test_a_key_echoed_in_the_answer_is_masked_in_raw(server, model):
     """The error's raw text passes through the model's key masking like every message."""
     server.add(openai_stream(['{"city": "sk-test-SECRET-0123456789"}']))

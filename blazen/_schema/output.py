@@ -151,3 +151,11 @@ def read_output(
     except Invalid as exc:
         msg = f"the answer does not make a {spec.name}: {exc} (the text is on err.raw)"
         raise OutputValidationError(msg, raw=text) from None
+    except Exception as exc:
+        # The class's own validators or __post_init__ may raise anything: the answer
+        # still is not a valid value, and the stream still ends in one blazen error.
+        msg = (
+            f"{spec.name} refused the answer's values ({type(exc).__name__}: {exc}); the "
+            "text is on err.raw, and the class's exception is __cause__"
+        )
+        raise OutputValidationError(msg, raw=text) from exc
