@@ -510,3 +510,13 @@ def test_a_request_built_directly_takes_the_class_too():
     assert request(None).__replace__(output=Weather).output == direct.output
     with pytest.raises(TypeError, match="output= must be"):
         blazen.CompletionRequest(messages=(Llm.user("hi"),), output=int)
+
+
+def test_a_gemini_safety_stop_is_a_refusal_error_not_a_json_error(server):
+    """finishReason SAFETY (content_filter) with output= raises RefusalError, never a parse error."""
+    model = model_for("gemini", server)
+    server.add(sse_reply("safety_finish.sse", "gemini"))
+    rec = Recorder()
+    Streaming.complete(model, request(), rec.handler)
+    err = _one_error(rec)
+    assert isinstance(err, RefusalError) and "content filter" in str(err)
