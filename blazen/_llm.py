@@ -9,6 +9,7 @@ from typing import Any, Optional, Union
 
 from ._attachments import Source, load_audio, load_document
 from ._json import json_copy
+from ._schema.output import OutputSpec, output_spec
 from ._types import (
     Attachment,
     AudioPart,
@@ -218,6 +219,7 @@ class Llm:
         system: Optional[str] = None,
         reasoning_effort: Optional[str] = None,
         reasoning_budget: Optional[int] = None,
+        output: Optional[type] = None,
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
 
@@ -230,6 +232,14 @@ class Llm:
         Ollama as ``think``; ``reasoning_budget`` (thinking tokens) goes to Anthropic as
         ``thinking.budget_tokens`` and to Gemini as ``thinkingBudget``. A provider that
         cannot take the one given raises :class:`~blazen.UnsupportedError` before sending.
+
+        Typed output: ``output=Weather`` (an attrs class, a dataclass or a ``TypedDict``)
+        asks for an answer of that type, sent as a strict JSON schema (OpenAI-format
+        ``response_format``, Gemini ``responseJsonSchema``, Ollama ``format``, a forced tool
+        on Anthropic); ``response.output`` is then a validated ``Weather``, and an answer
+        that is not one raises :class:`~blazen.OutputValidationError` (a refusal,
+        :class:`~blazen.RefusalError`). It cannot be combined with ``response_format`` or
+        with a ``tool_choice`` that forces a tool.
         """
         if isinstance(messages, (str, ChatMessage)) or not isinstance(messages, Sequence):
             msg = "messages must be a list of Llm.system/user/assistant/tool_result messages"
@@ -279,6 +289,7 @@ class Llm:
             msg = f"reasoning_effort must be one of {', '.join(_EFFORTS)}; got {reasoning_effort!r}"
             raise ValueError(msg)
         _check_count("reasoning_budget", reasoning_budget)
+        spec = None if output is None else _output(output, response_format, tool_defs, tool_choice)
         return CompletionRequest(
             messages=msgs,
             max_tokens=max_tokens,
@@ -292,7 +303,37 @@ class Llm:
             system=system,
             reasoning_effort=reasoning_effort,
             reasoning_budget=reasoning_budget,
+            output=spec,
         )
+
+
+def _output(
+    cls: Any,
+    response_format: Optional[dict[str, Any]],
+    tools: tuple[ToolDefinition, ...],
+    tool_choice: Optional[str],
+) -> OutputSpec:
+    """The spec for ``output=cls``; ``ValueError`` where the request also asks otherwise."""
+    spec = output_spec(cls)
+    if response_format is not None:
+        msg = (
+            "output= and response_format= both say how the answer is shaped; pass one "
+            "(output= builds the JSON-schema response_format itself)"
+        )
+        raise ValueError(msg)
+    if tool_choice not in (None, "auto", "none"):
+        msg = (
+            f"output= asks for a {spec.name} answer, but tool_choice={tool_choice!r} forces "
+            "a tool call instead; use tool_choice='auto' or leave it unset"
+        )
+        raise ValueError(msg)
+    if any(t.name == spec.name for t in tools):
+        msg = (
+            f"a tool is named {spec.name!r}, the name the typed output goes by (Anthropic "
+            "receives it as a forced tool); rename the tool or the class"
+        )
+        raise ValueError(msg)
+    return spec
 
 
 def _check_count(name: str, value: Any) -> None:

@@ -17,6 +17,7 @@ from typing import Any, Callable, Optional, TypeVar, Union, overload
 import attrs
 
 from ._json import check_schema, json_copy
+from ._schema.output import OutputSpec, output_spec
 
 _C = TypeVar("_C", bound=type)
 
@@ -553,6 +554,12 @@ class ChatMessage:
     is_error: bool = attrs.field(default=False, validator=_check_is_error)
 
 
+def _output(value: Any) -> Optional[OutputSpec]:
+    if value is None or isinstance(value, OutputSpec):
+        return value
+    return output_spec(value)
+
+
 @immutable
 @attrs.frozen(kw_only=True, weakref_slot=False)
 class CompletionRequest:
@@ -572,6 +579,9 @@ class CompletionRequest:
     reasoning_effort: Optional[str] = None
     #: Tokens a reasoning model may spend thinking (Anthropic, Gemini).
     reasoning_budget: Optional[int] = None
+    #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``); a
+    #: class given here directly becomes its :class:`OutputSpec`.
+    output: Optional[OutputSpec] = attrs.field(default=None, converter=_output)
 
 
 def _count(value: Any) -> int:
@@ -684,6 +694,7 @@ class CompletionResponse:
     ``refusal`` is the model's explanation when it declined to answer (every
     ``refusal_delta`` joined), else None; a refused answer's ``finish_reason`` is
     ``content_filter`` whatever the provider said (its word stays in ``raw_finish_reason``).
+    ``output`` is the validated typed answer when the request had ``output=``, else None.
     """
 
     content: str
@@ -696,6 +707,7 @@ class CompletionResponse:
     refusal: Optional[str] = None
     #: The reasoning as the provider sent it, signatures included (see :class:`ReasoningPart`).
     reasoning_parts: tuple[ReasoningPart, ...] = ()
+    output: Any = None
 
     @property
     def message(self) -> ChatMessage:

@@ -12,6 +12,8 @@ raised by ``Streaming.complete`` when there is no error handler)::
     │   ├── ContentPolicyError       refused by a content filter
     │   └── InvalidRequestError      400/404/422: the request itself is wrong (also ValidationError)
     ├── ValidationError              a value blazen was given cannot be used (also ValueError)
+    │   └── OutputValidationError    a typed answer (output=) is not the type; .raw holds it
+    │       └── RefusalError         the model declined to give the typed answer; .refusal
     ├── TimeoutError                 a time limit ran out (also the builtin TimeoutError)
     ├── ConnectionError              the connection failed or ended early (also the builtin)
     ├── CancelledError               a CancelToken or Ctrl-C ended a stream, agent or workflow run
@@ -53,9 +55,11 @@ __all__ = [
     "InternalError",
     "InvalidRequestError",
     "MaxIterationsError",
+    "OutputValidationError",
     "OverloadedError",
     "ProviderError",
     "RateLimitError",
+    "RefusalError",
     "TimeoutError",
     "ToolError",
     "UnsupportedError",
@@ -174,6 +178,30 @@ class ValidationError(BlazenError, ValueError):
     """A value handed to blazen cannot be used."""
 
     kind = "validation"
+
+
+class OutputValidationError(ValidationError):
+    """The answer to a request with ``output=`` is not a valid value of that type.
+
+    ``raw`` is the text the model sent (possibly cut short); the message says what was
+    wrong (not JSON, a missing field, a wrong type, truncated by ``max_tokens``).
+    """
+
+    kind = "output_validation"
+
+    def __init__(self, message: str, *, raw: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.raw = raw
+
+
+class RefusalError(OutputValidationError):
+    """The model declined to give the typed answer; ``refusal`` is its explanation."""
+
+    kind = "refusal"
+
+    def __init__(self, message: str, *, refusal: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.refusal = refusal
 
 
 class InvalidRequestError(ProviderError, ValidationError):

@@ -21,6 +21,7 @@ ROOT = Path(blazen.__file__).parent
 LAYERS: list[tuple[str, ...]] = [
     (
         "blazen._version",
+        "blazen._schema",
         "blazen.errors",
         "blazen._json",
         "blazen._types",

@@ -56,6 +56,7 @@ def test_joke_example_streams_from_a_server_given_by_base_url():
         "batch_threadpool.py",
         "start_cancel.py",
         "async_relay.py",
+        "typed_output.py",
     ],
 )
 def test_examples_run_offline_with_the_recorded_demo_stream(name):

@@ -14,7 +14,7 @@ import pytest
 
 import blazen
 from blazen import CancelToken, Tool, tool
-from blazen.agent.tools.schema import schema_errors
+from blazen._schema.check import schema_errors
 
 
 class Unit(enum.Enum):

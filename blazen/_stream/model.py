@@ -118,6 +118,10 @@ class ChatModel:
                 setattr(err, name, self.redact(value))
         err.partial = self.redact(err.partial)
         err.partial_reasoning = self.redact(err.partial_reasoning)
+        for name in ("raw", "refusal"):  # a typed-output error's model text
+            value = getattr(err, name, None)
+            if isinstance(value, str) and value:
+                setattr(err, name, self.redact(value))
         # Every exception reachable through __cause__ and __context__, both branches.
         stack: list[BaseException] = [err]
         seen: set[int] = set()

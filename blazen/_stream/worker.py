@@ -31,6 +31,7 @@ from .._http import (
 from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
 from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
+from .output import with_output
 from .state import StreamState
 from .wire import error_from_body, malformed
 
@@ -258,6 +259,8 @@ class Run:
                 response = wire.parse_response(body)
                 finished = True
                 resp.release()
+                if self.req.output is not None:
+                    response = with_output(self.req.output, response)
                 self.post(Done(response))
                 return
             ctype = resp.content_type
@@ -327,6 +330,11 @@ class Run:
             response = state.response()
         except _SHAPE_ERRORS as exc:
             raise malformed(wire.provider, _what_was_wrong(exc), data) from exc
+        # Typed output is read once, here: an answer that is not the type is the stream's
+        # one error, and the final chunk never goes out before it.
+        spec = self.req.output
+        if spec is not None:
+            response = with_output(spec, response)
         add(state.final_chunk())
         return response
 

@@ -76,6 +76,10 @@ class Agent:
       whose ``result`` holds the conversation so far.
     - An ``exit`` tool ends the run when it succeeds: its return value is
       :attr:`AgentResult.output` and the model is not called again.
+    - ``output=Weather`` (an attrs class, a dataclass or a ``TypedDict``) asks every turn
+      for a typed final answer (see ``Llm.completion_request``): the answer that ends the
+      run is then :attr:`AgentResult.output`, a validated ``Weather``; one that is not
+      ends the run with :class:`~blazen.OutputValidationError`.
 
     Example::
 
@@ -103,6 +107,7 @@ class Agent:
         stop_on_tool_error: bool = False,
         max_tokens: Optional[int] = None,
         temperature: Optional[float] = None,
+        output: Optional[type] = None,
     ) -> None:
         if not isinstance(model, ChatModel):
             msg = f"model must come from blazen.Providers, got {type(model).__name__}"
@@ -127,10 +132,18 @@ class Agent:
         self.stop_on_tool_error = bool(stop_on_tool_error)
         self.max_tokens = max_tokens
         self.temperature = temperature
-        # Build one request now so that a bad max_tokens or temperature fails here, not later.
-        Llm.completion_request(
-            [Llm.user("")], max_tokens=max_tokens, temperature=temperature, system=system_prompt
-        )
+        # Build one request now so that a bad max_tokens, temperature or output type fails
+        # here, not later.
+        spec = Llm.completion_request(
+            [Llm.user("")],
+            max_tokens=max_tokens,
+            temperature=temperature,
+            system=system_prompt,
+            tools=[t.definition for t in wrapped],
+            output=output,
+        ).output
+        #: The typed final answer (see ``Llm.completion_request(output=...)``), or None.
+        self.output = None if spec is None else spec.type
 
     def __repr__(self) -> str:
         return f"Agent(model={self.model!r}, tools={[t.name for t in self.tools]!r})"

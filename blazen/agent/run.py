@@ -70,6 +70,10 @@ class RunSettings(Protocol):
     def stop_on_tool_error(self) -> bool:
         """Whether a tool that raises ends the run instead of becoming an error result."""
 
+    @property
+    def output(self) -> Optional[type]:
+        """The class of the typed final answer, or None for text."""
+
 
 class RunFailed(Exception):
     """Raised inside a run to end it with ``error``; the driver delivers that, or raises it."""
@@ -224,6 +228,7 @@ class AgentRun:
             system=settings.system_prompt,
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
+            output=settings.output,
         )
 
     def absorb(self, resp: CompletionResponse) -> list[ToolCall]:
@@ -287,10 +292,14 @@ class AgentRun:
 
     def result(self, exit: Optional[ToolResult] = None) -> AgentResult:
         """The run as it stands."""
-        text = self.last.content if self.last is not None else ""
+        last = self.last
+        text = last.content if last is not None else ""
+        answer: Any = text
+        if last is not None and last.output is not None:
+            answer = last.output  # the validated typed answer (Agent(output=...))
         return AgentResult(
             text=text,
-            output=exit.output if exit is not None else text,
+            output=exit.output if exit is not None else answer,
             messages=tuple(self.messages),
             iterations=self.iterations,
             usage=self.usage,

@@ -294,9 +294,39 @@ class AnthropicWire:
             body["tool_choice"] = _TOOL_CHOICE.get(
                 req.tool_choice, {"type": "tool", "name": req.tool_choice}
             )
+        if req.output is not None:
+            self._forced_output(req, body)
         if stream:
             body["stream"] = True
         return body
+
+    def _forced_output(self, req: CompletionRequest, body: dict[str, Any]) -> None:
+        """Typed output as a tool the model must call: its input is the answer.
+
+        https://docs.anthropic.com/en/docs/build-with-claude/tool-use (JSON output): a
+        forced tool's ``input_schema`` shapes the answer. With the caller's own tools the
+        model must call one of them or the answer's (``any``). Claude refuses a forced tool
+        while thinking.
+        """
+        spec = req.output
+        assert spec is not None
+        if req.reasoning_budget is not None:
+            raise UnsupportedError(
+                f"{self.provider} cannot combine output= with reasoning_budget: typed output "
+                "is a forced tool call, and Claude cannot be forced to call a tool while "
+                "thinking; drop one of them",
+                provider=self.provider,
+            )
+        description = spec.description or f"Give the answer as a {spec.name}."
+        tool = {"name": spec.name, "description": description, "input_schema": spec.schema}
+        if req.tools and req.tool_choice != "none":
+            # With tools of its own the model must call one of them or give the answer:
+            # "any" forces a tool call without choosing which.
+            body["tools"].append(tool)
+            body["tool_choice"] = {"type": "any"}
+        else:
+            body["tools"] = [tool]
+            body["tool_choice"] = {"type": "tool", "name": spec.name}
 
     def _thinking(self, req: CompletionRequest) -> Optional[dict[str, Any]]:
         """``thinking`` for ``req``'s reasoning options; what Claude refuses is refused here.

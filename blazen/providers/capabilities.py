@@ -84,7 +84,7 @@ WIRES: dict[str, Capabilities] = {
         documents_as="PDF and text as `inlineData` or `fileData` (URL)",
         audio_as="`inlineData`",
         caching="automatic (`cached_tokens` reported)",
-        typed_output="`generationConfig` response schema",
+        typed_output="`generationConfig.responseJsonSchema`",
     ),
     # Ollama's /api/chat takes text and base64 images only.
     "ollama": Capabilities(

@@ -265,7 +265,12 @@ class GeminiWire:
         if req.stop:
             gen["stopSequences"] = list(req.stop)
         fmt = req.response_format
-        if fmt is not None and fmt.get("type") in ("json_object", "json_schema"):
+        if req.output is not None:
+            # responseJsonSchema takes JSON Schema as other providers do (anyOf, null,
+            # additionalProperties); the older responseSchema is an OpenAPI subset.
+            gen["responseMimeType"] = "application/json"
+            gen["responseJsonSchema"] = req.output.schema
+        elif fmt is not None and fmt.get("type") in ("json_object", "json_schema"):
             gen["responseMimeType"] = "application/json"
             schema = (fmt.get("json_schema") or {}).get("schema")
             if schema is not None:

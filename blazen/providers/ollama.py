@@ -138,7 +138,10 @@ class OllamaWire:
         if options:
             body["options"] = options
         fmt = req.response_format
-        if fmt is not None:
+        if req.output is not None:
+            # https://docs.ollama.com/capabilities/structured-outputs: a schema as format.
+            body["format"] = req.output.schema
+        elif fmt is not None:
             kind = fmt.get("type")
             if kind == "json_object":
                 body["format"] = "json"

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._http import HttpRequest
+from .._schema.output import OutputSpec
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import (
     Attachment,
@@ -106,6 +107,14 @@ def openai_messages(
             if text:
                 out[-1][reasoning_field] = text
     return out
+
+
+def _json_schema_format(spec: OutputSpec) -> dict[str, Any]:
+    # https://platform.openai.com/docs/guides/structured-outputs: strict makes the server
+    # hold the answer to the schema (output_spec made it strict-compatible). The class's
+    # docstring stays inside the schema, where the openai SDK's .parse() puts it too.
+    schema = {"name": spec.name, "schema": spec.schema, "strict": True}
+    return {"type": "json_schema", "json_schema": schema}
 
 
 def _usage(u: Mapping[str, Any]) -> TokenUsage:
@@ -199,6 +208,8 @@ class OpenAIWire:
             )
         if req.response_format is not None:
             body["response_format"] = req.response_format
+        elif req.output is not None:
+            body["response_format"] = _json_schema_format(req.output)
         if stream:
             body["stream"] = True
             if self._stream_usage:

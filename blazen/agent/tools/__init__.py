@@ -1,8 +1,8 @@
 """Tools: a Python function's type hints and docstring become the schema the model sees.
 
-:mod:`.tool` defines :class:`Tool` and ``@tool``; :mod:`.hints` maps type hints to JSON
-schema and converts arguments back; :mod:`.schema` checks arguments against a schema;
-:mod:`.docstrings` reads parameter descriptions from Google, NumPy and Sphinx docstrings.
+:mod:`.tool` defines :class:`Tool` and ``@tool``; the type-hint schemas, the argument
+checks and the docstring reading it uses live in :mod:`blazen._schema` (typed output
+shares them).
 """
 
 from __future__ import annotations

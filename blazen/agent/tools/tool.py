@@ -18,11 +18,11 @@ from collections.abc import Mapping
 from typing import Any, Callable, Optional, Union, overload
 
 from ..._cancel import CancelToken
+from ..._schema.check import schema_errors
+from ..._schema.docstrings import parse_docstring
+from ..._schema.hints import EMPTY, UNIONS, Invalid, convert, json_type, schema_for
 from ..._types import ToolDefinition
 from ...errors import ValidationError
-from .docstrings import parse_docstring
-from .hints import EMPTY, UNIONS, Invalid, convert, json_type, schema_for
-from .schema import schema_errors
 
 __all__ = ["Tool", "tool"]
 

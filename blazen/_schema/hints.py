@@ -18,7 +18,17 @@ import attrs
 
 from .docstrings import parse_docstring
 
-__all__ = ["EMPTY", "UNIONS", "Invalid", "convert", "json_type", "schema_for"]
+__all__ = [
+    "EMPTY",
+    "UNIONS",
+    "Invalid",
+    "convert",
+    "is_record",
+    "is_typeddict",
+    "json_type",
+    "record_fields",
+    "schema_for",
+]
 
 _NONE = type(None)
 EMPTY = inspect.Parameter.empty
@@ -79,14 +89,39 @@ def _is_class_record(hint: Any) -> bool:
     return isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint))
 
 
-def _record_fields(cls: type) -> list[tuple[str, Any, bool]]:
-    """``(init name, type hint, required)`` of each constructor field of an attrs/dataclass."""
+def is_typeddict(hint: Any) -> bool:
+    """Whether ``hint`` is a ``TypedDict`` class (``typing`` or ``typing_extensions``)."""
+    return (
+        isinstance(hint, type)
+        and issubclass(hint, dict)
+        and hasattr(hint, "__required_keys__")
+        and hasattr(hint, "__total__")
+    )
+
+
+def is_record(hint: Any) -> bool:
+    """Whether ``hint`` is an attrs class, a dataclass or a ``TypedDict``: named fields."""
+    return _is_class_record(hint) or is_typeddict(hint)
+
+
+def record_fields(cls: type) -> list[tuple[str, Any, bool]]:
+    """``(name, type hint, required)`` of each field of an attrs class, dataclass or TypedDict."""
     hints = typing.get_type_hints(cls, include_extras=True)
     out: list[tuple[str, Any, bool]] = []
     if attrs.has(cls):
         for a in attrs.fields(cls):
             if a.init:
                 out.append((a.alias or a.name, hints.get(a.name, Any), a.default is attrs.NOTHING))
+    elif is_typeddict(cls):
+        needed = cls.__required_keys__  # type: ignore[attr-defined]
+        for name, hint in hints.items():
+            # Under string annotations (PEP 563) Python cannot see NotRequired itself.
+            wrapper = getattr(typing.get_origin(hint), "_name", None)
+            if wrapper in ("Required", "NotRequired"):
+                required = wrapper == "Required"
+            else:
+                required = name in needed
+            out.append((name, _unwrap_required(hint), required))
     else:
         for f in dataclasses.fields(cls):
             if f.init:
@@ -97,20 +132,27 @@ def _record_fields(cls: type) -> list[tuple[str, Any, bool]]:
     return out
 
 
+def _unwrap_required(hint: Any) -> Any:
+    # TypedDict's Required[X]/NotRequired[X] (3.11+) only say whether the key must be there.
+    while getattr(typing.get_origin(hint), "_name", None) in ("Required", "NotRequired"):
+        hint = typing.get_args(hint)[0]
+    return hint
+
+
 def _record_schema(cls: type, where: str, stack: tuple[type, ...]) -> dict[str, Any]:
     if cls in stack:
         msg = f"{where}: {cls.__name__} refers to itself; pass parameters= to describe it"
         raise TypeError(msg)
     props: dict[str, Any] = {}
     required: list[str] = []
-    for name, hint, needed in _record_fields(cls):
+    for name, hint, needed in record_fields(cls):
         props[name] = schema_for(hint, f"{where}.{name}", (*stack, cls))
         if needed:
             required.append(name)
     schema: dict[str, Any] = {"type": "object", "properties": props}
     if required:
         schema["required"] = required
-    doc = inspect.getdoc(cls) or ""
+    doc = "" if is_typeddict(cls) else inspect.getdoc(cls) or ""
     # dataclasses invent a docstring like "Point(x: int, y: int)"; that describes nothing.
     if doc and not doc.startswith(cls.__name__ + "("):
         schema["description"] = parse_docstring(doc)[0]
@@ -158,12 +200,12 @@ def schema_for(hint: Any, where: str, stack: tuple[type, ...] = ()) -> dict[str,
         if args:
             return {"type": "object", "additionalProperties": schema_for(args[1], where, stack)}
         return {"type": "object"}
-    if _is_class_record(hint):
+    if is_record(hint):
         return _record_schema(hint, where, stack)
     msg = (
         f"{where}: blazen cannot describe {hint!r} as JSON schema (supported: str, int, float, "
-        "bool, None, lists, tuples, dicts, Optional/Union, Literal, Enum, attrs and "
-        "dataclasses); pass parameters= to Tool.from_function"
+        "bool, None, lists, tuples, dicts, Optional/Union, Literal, Enum, attrs classes, "
+        "dataclasses and TypedDicts); pass parameters= to Tool.from_function"
     )
     raise TypeError(msg)
 
@@ -248,9 +290,21 @@ def convert(value: Any, hint: Any, where: str) -> Any:
             raise Invalid(f"{where}: expected an object, got {value!r}")
         item = args[1] if args else Any
         return {k: convert(v, item, f"{where}.{k}") for k, v in value.items()}
-    if _is_class_record(hint):
+    if is_record(hint):
         return _build_record(value, hint, where)
     return value
+
+
+def _accepts_none(hint: Any) -> bool:
+    if hint in (Any, object, EMPTY, None, _NONE):
+        return True
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Annotated:
+        return _accepts_none(args[0])
+    if origin is typing.Literal:
+        return None in args
+    return origin in UNIONS and _NONE in args
 
 
 def _array(value: Any, where: str) -> list[Any]:
@@ -262,11 +316,22 @@ def _array(value: Any, where: str) -> list[Any]:
 def _build_record(value: Any, cls: type, where: str) -> Any:
     if not isinstance(value, dict):
         raise Invalid(f"{where}: expected an object with the fields of {cls.__name__}")
-    fields = {name: hint for name, hint, _ in _record_fields(cls)}
+    fields = {name: (hint, needed) for name, hint, needed in record_fields(cls)}
     unknown = sorted(set(value) - set(fields))
     if unknown:
         raise Invalid(f"{where}: unexpected field(s) {', '.join(unknown)}")
-    kwargs = {k: convert(v, fields[k], f"{where}.{k}") for k, v in value.items()}
+    missing = [name for name, (_, needed) in fields.items() if needed and name not in value]
+    if missing:
+        raise Invalid(f"{where}: missing field(s) {', '.join(missing)}")
+    kwargs = {
+        k: convert(v, fields[k][0], f"{where}.{k}")
+        for k, v in value.items()
+        # A strict schema lists every field, a defaulted one as "or null" (see
+        # .output): null there means "not given", so the default applies.
+        if not (v is None and not fields[k][1] and not _accepts_none(fields[k][0]))
+    }
+    if is_typeddict(cls):
+        return kwargs
     try:
         return cls(**kwargs)
     except (TypeError, ValueError) as exc:
