@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen._types",
         "blazen._cancel",
         "blazen._llm",
+        "blazen._telemetry",
     ),
     ("blazen._http",),
     ("blazen._stream",),
