@@ -19,6 +19,7 @@ descriptions are the scrubbed blazen messages).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import time
@@ -50,6 +51,7 @@ PROVIDER_NAMES = {
 }
 
 _SCOPE = "blazen"
+logger = logging.getLogger("blazen")
 _capture_override: Optional[bool] = None
 
 
@@ -206,6 +208,12 @@ class StreamSpan:
 
     def first_chunk(self) -> None:
         """The first chunk arrived: the time to it, as an event and an attribute."""
+        try:
+            self._first_chunk()
+        except Exception:
+            _broken()
+
+    def _first_chunk(self) -> None:
         if self._first is not None:
             return
         self._first = seconds = time.monotonic() - self._start
@@ -217,12 +225,24 @@ class StreamSpan:
 
     def retry(self) -> None:
         """A retry is starting: an event on the span."""
+        try:
+            self._retry()
+        except Exception:
+            _broken()
+
+    def _retry(self) -> None:
         self._retries += 1
         if self._span is not None:
             self._span.add_event("blazen.retry", {"blazen.retry.attempt": self._retries + 1})
 
     def succeeded(self, response: CompletionResponse) -> None:
         """The stream ended with the provider's end signal: end the span, record the metrics."""
+        try:
+            self._succeeded(response)
+        except Exception:
+            _broken()
+
+    def _succeeded(self, response: CompletionResponse) -> None:
         span = self._span
         attrs = self._attrs
         if response.model:
@@ -249,6 +269,12 @@ class StreamSpan:
 
     def failed(self, err: BaseException) -> None:
         """The stream failed or was cancelled: ``error.type``, the span's status set to error."""
+        try:
+            self._failed(err)
+        except Exception:
+            _broken()
+
+    def _failed(self, err: BaseException) -> None:
         error_type = type(err).__name__
         self._attrs["error.type"] = error_type
         span = self._span
@@ -279,7 +305,16 @@ def stream_span(
     inst = _instruments()
     if inst is None:
         return None
-    return StreamSpan(inst, provider, base_url, model, req)
+    try:
+        return StreamSpan(inst, provider, base_url, model, req)
+    except Exception:
+        _broken()
+        return None
+
+
+def _broken() -> None:
+    # An exporter or SDK that raises must not change how a stream ends: say so, go on.
+    logger.warning("OpenTelemetry raised; blazen goes on without this span", exc_info=True)
 
 
 @contextmanager
@@ -295,25 +330,39 @@ def operation_span(name: str, attributes: dict[str, Any]) -> Iterator[Any]:
         return
     from opentelemetry.trace import SpanKind, use_span
 
-    span = inst.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
-    with use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=False):
+    try:
+        span = inst.tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
+    except Exception:
+        _broken()
+        yield None
+        return
+    try:
+        with use_span(span, record_exception=False, set_status_on_exception=False):
+            try:
+                yield span
+            except BaseException as exc:
+                # An internal wrapper carrying the run's error (``.error``) reports that error.
+                inner = getattr(exc, "error", None)
+                mark_error(span, inner if isinstance(inner, BaseException) else exc)
+                raise
+    finally:
         try:
-            yield span
-        except BaseException as exc:
-            # An internal wrapper carrying the run's error (``.error``) reports that error.
-            inner = getattr(exc, "error", None)
-            mark_error(span, inner if isinstance(inner, BaseException) else exc)
-            raise
+            span.end()
+        except Exception:
+            _broken()
 
 
 def mark_error(span: Any, err: BaseException) -> None:
     """Set ``error.type`` (the exception's class) and the error status on ``span`` (or None)."""
     if span is None:
         return
-    from opentelemetry.trace import Status, StatusCode
+    try:
+        from opentelemetry.trace import Status, StatusCode
 
-    span.set_attribute("error.type", type(err).__name__)
-    span.set_status(Status(StatusCode.ERROR, str(getattr(err, "message", "")) or None))
+        span.set_attribute("error.type", type(err).__name__)
+        span.set_status(Status(StatusCode.ERROR, str(getattr(err, "message", "")) or None))
+    except Exception:
+        _broken()
 
 
 def current_context() -> Any:

@@ -7,6 +7,7 @@ test here; each test clears the exporter first.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -21,24 +22,39 @@ pytest.importorskip("opentelemetry.sdk")
 from opentelemetry import metrics, trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 import blazen
 from blazen import Agent, CancelToken, Llm, Streaming, tool
-from blazen.testing import Reply, Stall, StreamServer, openai_sse, openai_tool_sse
+from blazen.testing import Recorder, Reply, Stall, StreamServer, openai_sse, openai_tool_sse
 
 from .conftest import KEY_FOR_TESTS
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
 
 
+class Raising(SpanProcessor):
+    """A span processor that raises while armed: a broken exporter or SDK."""
+
+    armed = False
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        if self.armed:
+            raise RuntimeError("exporter down")
+
+    def on_end(self, span: Any) -> None:
+        if self.armed:
+            raise RuntimeError("exporter down")
+
+
 class Telemetry:
     def __init__(self) -> None:
         self.exporter = InMemorySpanExporter()
         self.reader = InMemoryMetricReader()
+        self.raising = Raising()
 
     def spans(self) -> list[ReadableSpan]:
         return list(self.exporter.get_finished_spans())
@@ -68,6 +84,7 @@ def _providers() -> Telemetry:
         tel = Telemetry()
         tracer_provider = TracerProvider()
         tracer_provider.add_span_processor(SimpleSpanProcessor(tel.exporter))
+        tracer_provider.add_span_processor(tel.raising)
         trace.set_tracer_provider(tracer_provider)
         metrics.set_meter_provider(MeterProvider(metric_readers=[tel.reader]))
         _TELEMETRY.append(tel)
@@ -80,6 +97,7 @@ def otel(_providers: Telemetry, monkeypatch: pytest.MonkeyPatch) -> Iterator[Tel
     monkeypatch.delenv("BLAZEN_OTEL_CAPTURE_CONTENT", raising=False)
     _providers.exporter.clear()
     yield _providers
+    _providers.raising.armed = False
     blazen.capture_otel_content(None)
 
 
@@ -332,3 +350,79 @@ def test_server_address_holds_no_credentials(otel):
     spans = [s for s in otel.spans() if s.name.startswith("chat ")]
     assert spans and spans[0].attributes["server.address"] == "127.0.0.1"
     assert "hunter2pass" not in repr(spans[0].attributes)
+
+
+def test_an_sdk_that_raises_changes_nothing_of_the_stream(otel, server, model, caplog):
+    """A span processor raising at start and end: the stream still ends once, with done."""
+    otel.raising.armed = True
+    server.add(text_turn("Hel", "lo"))
+    rec = Recorder()
+    Streaming.complete(model, Llm.completion_request([Llm.user("hi")]), rec.handler)
+    assert rec.text == "Hello" and rec.kinds[-1] == "done" and rec.terminals == 1
+    assert "OpenTelemetry raised" in caplog.text
+
+
+def test_capture_content_from_the_environment(otel, server, model, monkeypatch):
+    """BLAZEN_OTEL_CAPTURE_CONTENT=1 puts the messages on the span."""
+    monkeypatch.setenv("BLAZEN_OTEL_CAPTURE_CONTENT", "1")
+    server.add(text_turn("ok"))
+    Streaming.complete(model, Llm.completion_request([Llm.user("from env")]))
+    assert "from env" in otel.span(f"chat {model.model}").attributes["gen_ai.input.messages"]
+
+
+@tool
+def broken_tool(city: str) -> str:
+    """A tool that fails."""
+    raise ValueError("no such city")
+
+
+def test_a_failing_tool_marks_its_execute_tool_span(otel, server, model):
+    """The tool raised: its span has error.type and the error status; the run goes on."""
+    server.add(
+        Reply.sse(openai_tool_sse([("call_9", "broken_tool", {"city": "X"})], usage=USAGE)),
+        text_turn("Sorry."),
+    )
+    Agent(model, tools=[broken_tool]).run("Weather?")
+    span = otel.span("execute_tool broken_tool")
+    assert span.attributes["error.type"] == "ValueError"
+    assert span.status.status_code is StatusCode.ERROR
+    assert otel.span("invoke_agent").status.status_code is StatusCode.UNSET
+
+
+def test_an_async_agent_run_nests_its_spans(otel, server, model):
+    """run_async: the same tree as run()."""
+    server.add(
+        Reply.sse(openai_tool_sse([("call_1", "get_weather", {"city": "Oslo"})], usage=USAGE)),
+        text_turn("Sunny."),
+    )
+    asyncio.run(Agent(model, tools=[get_weather]).run_async("Weather?"))
+    agent = otel.span("invoke_agent")
+    assert otel.span("execute_tool get_weather").parent.span_id == agent.context.span_id
+    chats = [s for s in otel.spans() if s.name.startswith("chat ")]
+    assert len(chats) == 2 and all(s.parent.span_id == agent.context.span_id for s in chats)
+
+
+def test_a_failed_agent_run_reports_the_blazen_error(otel, server, model):
+    """The model's stream failed: invoke_agent carries that error's class."""
+    server.add(Reply.json({"error": {"message": "bad"}}, status=401))
+    Agent(model, tools=[get_weather]).run("Weather?", on_error=lambda e: None)
+    assert otel.span("invoke_agent").attributes["error.type"] == "AuthError"
+
+
+def test_an_sdk_that_raises_changes_nothing_of_agent_or_workflow_runs(otel, server, model):
+    """Spans failing to start or end: the agent run and the workflow run still succeed."""
+    otel.raising.armed = True
+    server.add(
+        Reply.sse(openai_tool_sse([("call_1", "get_weather", {"city": "Oslo"})], usage=USAGE)),
+        text_turn("Sunny."),
+    )
+    assert Agent(model, tools=[get_weather]).run("Weather?").text == "Sunny."
+    wf = blazen.workflow("sturdy")
+
+    @wf.step("go", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+    def go(_event):
+        return blazen.StepOutput.single(
+            blazen.Event.create(event_type="blazen::StopEvent", data={"result": 1})
+        )
+
+    assert wf.run().result == 1

@@ -18,6 +18,10 @@ shows for ``yes`` in ``yes | head``) when stdout's reader went away (``blazen ch
 head``): the stream is cancelled and nothing more is printed. What stdout's encoding cannot
 show (emoji on an ASCII or Latin-1 terminal) is written as ``?`` in text and as ``\\uXXXX``
 escapes in JSON.
+
+With no prompt on a terminal (stdin and stdout both), ``blazen chat`` is an interactive
+session (:mod:`.session`): the conversation is kept across turns, ``--continue FILE``
+resumes a saved one, ``--stats`` reports tokens and speed after each answer.
 """
 
 from __future__ import annotations
