@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
 from ._stream import ChatModel, ModelOptions, Streaming, init, shutdown
+from ._telemetry import capture_otel_content
 from ._types import (
     AudioPart,
     ChatMessage,
@@ -112,6 +113,7 @@ __all__ = [
     "WorkflowResult",
     "__version__",
     "cancel_scope",
+    "capture_otel_content",
     "init",
     "shutdown",
     "tool",

@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen._attachments",
         "blazen._cancel",
         "blazen._llm",
+        "blazen._telemetry",
     ),
     ("blazen._http",),
     ("blazen._stream",),

@@ -25,6 +25,7 @@ from traceback import format_exception
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken, tokens_for
+from .._telemetry import StreamSpan, stream_span
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, CallbackError, CancelledError, TimeoutError, safe_str
 from .events import (
@@ -114,6 +115,9 @@ class Delivery:
         self._deciding = threading.Lock()
         #: The worker has exited, so it holds no connection any more (set by the driver).
         self.worker_gone = False
+        #: The stream's OpenTelemetry span, None unless the application uses OpenTelemetry;
+        #: ended (and set back to None) with the terminal.
+        self.telemetry: Optional[StreamSpan] = None
 
     @classmethod
     def open(
@@ -131,7 +135,7 @@ class Delivery:
     ) -> Delivery:
         """A stream's worker (posting to ``put``, not started) and the caller's half of it."""
         run = Run(model, req, put, stream=stream)
-        return cls(
+        delivery = cls(
             model,
             run,
             on_chunk=on_chunk,
@@ -140,6 +144,19 @@ class Delivery:
             tokens=tokens_for(cancel),
             timeout=timeout,
         )
+        # On the calling thread: the span is a child of the span current here.
+        delivery.telemetry = stream_span(model.provider, model.base_url, model.model, req)
+        return delivery
+
+    def _end_span(self, outcome: Union[CompletionResponse, BlazenError]) -> None:
+        """End the OpenTelemetry span, if any, with the stream's outcome (once)."""
+        span = self.telemetry
+        if span is not None:
+            self.telemetry = None
+            if isinstance(outcome, BlazenError):
+                span.failed(outcome)
+            else:
+                span.succeeded(outcome)
 
     def subscribe(self) -> list[Callable[[], None]]:
         """Make every cancel token wake the caller; returns the unsubscribers."""
@@ -187,9 +204,13 @@ class Delivery:
             return None
         outcome = self.outcome
         if isinstance(outcome, BlazenError):
+            err = self.finish(outcome)
+            self._end_span(err)
             if self.on_error is None:
                 return None
-            return Call(self.on_error, (self.finish(outcome),))
+            return Call(self.on_error, (err,))
+        if outcome is not None:
+            self._end_span(outcome)
         if outcome is None or self.on_done is None:
             return None
         return Call(self.on_done, (outcome.finish_reason, outcome.usage))
@@ -208,6 +229,8 @@ class Delivery:
         start = last = now()
         end = start + total if total is not None else None
         queued = False  # waiting for a connection: the idle limit does not run
+        # The span waiting for its first chunk: one None check per socket read, no more.
+        first = self.telemetry
         while True:
             wait: Optional[float] = None
             if idle is not None and not queued:
@@ -226,6 +249,9 @@ class Delivery:
                 return None
             if isinstance(item, Chunks):
                 last = now()
+                if first is not None:
+                    first.first_chunk()
+                    first = None
                 if on_chunk is not None:
                     raised = yield Deliver(on_chunk, item.chunks)
                     if raised is not None:
@@ -238,6 +264,7 @@ class Delivery:
                     yield from self._fail(self.cancel_error(), stop=True)
                     return None
                 yield JOIN
+                self._end_span(response)
                 if self.on_done is not None:
                     yield Call(self.on_done, (response.finish_reason, response.usage))
                 return response
@@ -257,6 +284,8 @@ class Delivery:
                 last = now()
             else:  # Progress: a retry is starting, which is not being idle
                 last = now()
+                if self.telemetry is not None:
+                    self.telemetry.retry()
 
     def _decide(
         self, outcome: Union[CompletionResponse, BlazenError]
@@ -277,6 +306,7 @@ class Delivery:
         err = decided
         yield STOP if stop else JOIN
         err = self.finish(err)
+        self._end_span(err)
         # Not settled here: the driver settles a Call as it makes it, so an interrupt at
         # any moment before (while the error is scrubbed, say) still finds it owed.
         if self.on_error is None:

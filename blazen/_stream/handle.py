@@ -7,6 +7,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Callable, Optional
 
 from .._cancel import CancelToken, tokens_for
+from .._telemetry import attach, current_context, detach
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .blocking import complete_blocking
@@ -58,6 +59,8 @@ class StreamHandle(Future):  # type: ignore[type-arg]
         # starts with an empty context) both cancel this stream, with their reason.
         unsubscribe = [t.subscribe(_forward(t, token)) for t in tokens_for(cancel)]
         failure: list[BlazenError] = []
+        # The span current here is the stream span's parent, on the background thread too.
+        parent = current_context()
 
         def record_error(err: BlazenError) -> None:
             failure.append(err)
@@ -67,6 +70,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
         def run() -> None:
             if not handle.set_running_or_notify_cancel():
                 return
+            attached = attach(parent)
             try:
                 response = complete_blocking(
                     model,
@@ -82,6 +86,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
                 handle.set_exception(exc)
                 return
             finally:
+                detach(attached)
                 for unsub in unsubscribe:
                     unsub()
             if failure:

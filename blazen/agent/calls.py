@@ -18,6 +18,7 @@ from typing import Any, Optional, Union
 import attrs
 
 from .._cancel import CancelToken
+from .._telemetry import attach, detach, mark_error, operation_span
 from .._types import ToolCall
 from ..errors import CancelledError, ValidationError, safe_str
 from .results import ToolResult
@@ -77,32 +78,51 @@ def _invalid(call: ToolCall, problem: str, error: Optional[BaseException] = None
     )
 
 
-def execute(job: Job, token: CancelToken) -> ToolResult:
+def _span_attributes(job: Job) -> dict[str, Any]:
+    return {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": job.tool.name,
+        "gen_ai.tool.call.id": job.call.id,
+        "gen_ai.tool.type": "function",
+    }
+
+
+def execute(job: Job, token: CancelToken, parent: Any = None) -> ToolResult:
     """Run a tool (on a worker thread); what it raises becomes an error result.
 
-    A cancelled ``token`` means the run is over: the tool does not start.
+    A cancelled ``token`` means the run is over: the tool does not start. ``parent`` is the
+    OpenTelemetry context of the agent run (from the caller's thread), if any: the tool's
+    ``execute_tool`` span is its child.
     """
     if token.cancelled:
         return _not_run(job)
+    attached = attach(parent)
     try:
-        if job.tool.is_async:
-            value = asyncio.run(job.tool.fn(**job.kwargs))
-        else:
-            value = job.tool.fn(**job.kwargs)
-    except Exception as exc:
-        return _raised(job, exc)
-    return ToolResult(call=job.call, content=content(value), output=value)
+        with operation_span(f"execute_tool {job.tool.name}", _span_attributes(job)) as span:
+            try:
+                if job.tool.is_async:
+                    value = asyncio.run(job.tool.fn(**job.kwargs))
+                else:
+                    value = job.tool.fn(**job.kwargs)
+            except Exception as exc:
+                mark_error(span, exc)
+                return _raised(job, exc)
+            return ToolResult(call=job.call, content=content(value), output=value)
+    finally:
+        detach(attached)
 
 
 async def execute_async(job: Job, token: CancelToken) -> ToolResult:
     """Await a coroutine-function tool; what it raises becomes an error result."""
     if token.cancelled:
         return _not_run(job)
-    try:
-        value = await job.tool.fn(**job.kwargs)
-    except Exception as exc:
-        return _raised(job, exc)
-    return ToolResult(call=job.call, content=content(value), output=value)
+    with operation_span(f"execute_tool {job.tool.name}", _span_attributes(job)) as span:
+        try:
+            value = await job.tool.fn(**job.kwargs)
+        except Exception as exc:
+            mark_error(span, exc)
+            return _raised(job, exc)
+        return ToolResult(call=job.call, content=content(value), output=value)
 
 
 def _not_run(job: Job) -> ToolResult:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional, Union
 from .._cancel import CancelToken
 from .._llm import Llm
 from .._stream import ChatModel, Streaming, cancel_safe
+from .._telemetry import PROVIDER_NAMES, current_context, operation_span
 from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError, ToolError
 from .calls import Job, execute, execute_async, prepare
@@ -188,7 +189,8 @@ class Agent:
         )
         error: Optional[BlazenError] = None
         try:
-            result = self._drive(run)
+            with operation_span("invoke_agent", self._span_attributes()):
+                result = self._drive(run)
         except RunFailed as failed:
             error = failed.error
         except KeyboardInterrupt:
@@ -216,6 +218,13 @@ class Agent:
         if on_done is not None:
             on_done(result)
         return result
+
+    def _span_attributes(self) -> dict[str, Any]:
+        return {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.provider.name": PROVIDER_NAMES.get(self.model.provider, self.model.provider),
+            "gen_ai.request.model": self.model.model,
+        }
 
     def _drive(self, run: AgentRun) -> AgentResult:
         while True:
@@ -257,10 +266,11 @@ class Agent:
         )
         futures: dict[int, concurrent.futures.Future[ToolResult]] = {}
         finished = False
+        parent = current_context()  # the agent run's span, parent of the tools' spans
         try:
             for i, job in enumerate(jobs):
                 if isinstance(job, Job):
-                    futures[i] = pool.submit(execute, job, run.tool_token)
+                    futures[i] = pool.submit(execute, job, run.tool_token, parent)
                     futures[i].add_done_callback(lambda _: wake.put(None))
             results: list[ToolResult] = []
             for i, job in enumerate(jobs):
@@ -321,7 +331,8 @@ class Agent:
         )
         error: Optional[BlazenError] = None
         try:
-            result = await self._drive_async(run)
+            with operation_span("invoke_agent", self._span_attributes()):
+                result = await self._drive_async(run)
         except RunFailed as failed:
             error = failed.error
         except asyncio.CancelledError:
@@ -389,7 +400,9 @@ class Agent:
             async with gate:
                 if job.tool.is_async:
                     return await execute_async(job, run.tool_token)
-                return await loop.run_in_executor(pool, execute, job, run.tool_token)
+                return await loop.run_in_executor(
+                    pool, execute, job, run.tool_token, current_context()
+                )
 
         tasks = [loop.create_task(one(j)) if isinstance(j, Job) else j for j in jobs]
         watcher = loop.create_task(woken.wait())

@@ -19,6 +19,7 @@ import time
 from typing import Any, Callable, Optional, Union
 
 from .._cancel import CancelToken, cancel_scope
+from .._telemetry import operation_span
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
 from .backlog import Backlog
 from .context import Context, Shared
@@ -47,8 +48,11 @@ __all__ = ["WorkflowRun", "observer_error"]
 def _step_thread(shared: Shared, call: StepCall) -> None:
     step = call.step
     outcome: Union[StepReturned, StepRaised]
+    attributes = {"blazen.workflow.step": step.name, "blazen.workflow.event": call.event.event_type}
     try:
-        with cancel_scope(call.token):
+        # The step thread runs in a copy of the dispatcher's context: the run's span is
+        # current, and this step's span its child.
+        with operation_span(f"step {step.name}", attributes), cancel_scope(call.token):
             if step.wants_ctx:
                 value = step.handler(call.event, Context(shared, call))
             else:
@@ -103,6 +107,15 @@ class WorkflowRun:
 
     def drive(self, data: Any) -> WorkflowResult:
         """Run to the StopEvent and return the result, or raise how the run failed."""
+        attributes = {
+            "gen_ai.operation.name": "invoke_workflow",
+            "blazen.workflow.name": self.workflow,
+            "blazen.workflow.run_id": self.run_id,
+        }
+        with operation_span(f"invoke_workflow {self.workflow}", attributes):
+            return self._drive(data)
+
+    def _drive(self, data: Any) -> WorkflowResult:
         start = Event.create(START_EVENT, data)
         self.started = time.monotonic()
         deadline = None if self.timeout_ms is None else self.started + self.timeout_ms / 1000.0

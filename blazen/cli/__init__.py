@@ -18,25 +18,27 @@ shows for ``yes`` in ``yes | head``) when stdout's reader went away (``blazen ch
 head``): the stream is cancelled and nothing more is printed. What stdout's encoding cannot
 show (emoji on an ASCII or Latin-1 terminal) is written as ``?`` in text and as ``\\uXXXX``
 escapes in JSON.
+
+With no prompt on a terminal (stdin and stdout both), ``blazen chat`` is an interactive
+session (:mod:`.session`): the conversation is kept across turns, ``--continue FILE``
+resumes a saved one, ``--stats`` reports tokens and speed after each answer.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
-import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Callable, Optional, TextIO
+from typing import Any, Callable, Optional
 
-from ._llm import Llm
-from ._stream import ChatModel, Streaming
-from ._types import StreamChunk, TokenUsage
-from ._version import __version__
-from .errors import BlazenError
-from .providers import PROVIDERS, Providers, key_variables
+from .._stream import ChatModel, Streaming
+from .._types import StreamChunk
+from .._version import __version__
+from ..errors import BlazenError
+from ..providers import PROVIDERS, Providers, key_variables
+from .output import Output as _Output
+from .session import ChatSession, Conversation, Stats
 
 __all__ = ["main"]
 
@@ -88,7 +90,12 @@ def _parser() -> argparse.ArgumentParser:
         ),
         epilog=EXIT_STATUSES,
     )
-    chat.add_argument("prompt", nargs="?", default="-", help="the user message ('-': stdin)")
+    chat.add_argument(
+        "prompt",
+        nargs="?",
+        default="-",
+        help="the user message ('-': stdin); none on a terminal: an interactive session",
+    )
     chat.add_argument(
         "--provider",
         help="a Providers factory (openai, openai_compat, ...) or 'local' for this machine",
@@ -104,187 +111,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--gguf", help="local: a GGUF model file (default: bundled Gemma 3 270M)")
     chat.add_argument("--chat-format", help="local: llama-cpp-python's chat format")
+    chat.add_argument(
+        "--continue",
+        dest="continue_file",
+        metavar="FILE",
+        help="resume the conversation saved in FILE (JSON Lines, as /save writes)",
+    )
+    chat.add_argument(
+        "--stats",
+        action="store_true",
+        help="after each answer: tokens, time to first token, tokens per second (stderr)",
+    )
     return parser
-
-
-def _fits(text: str, stream: TextIO) -> bool:
-    """Whether ``stream``'s encoding can write ``text`` as it is."""
-    if text.isascii():
-        return True
-    try:
-        text.encode(getattr(stream, "encoding", None) or "utf-8")
-    except UnicodeEncodeError:
-        return False
-    except LookupError:
-        return True  # an encoding Python does not know: let the stream itself decide
-    return True
-
-
-def _showable(text: str, stream: TextIO) -> str:
-    """``text`` with what ``stream``'s encoding cannot write replaced by ``?``."""
-    if _fits(text, stream):
-        return text
-    # An ASCII or Latin-1 terminal, or a lone surrogate from the server: show the rest.
-    encoding = getattr(stream, "encoding", None) or "utf-8"
-    return text.encode(encoding, "replace").decode(encoding)
-
-
-def _silence(stream: TextIO) -> None:
-    """Point ``stream``'s file descriptor at the null device.
-
-    Its buffer still holds what could not be written; without this, Python's flush at exit
-    fails again and prints "Exception ignored ... BrokenPipeError" (the recipe of the Python
-    docs' signal module page, "Note on SIGPIPE").
-    """
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError):
-        return  # not a file (a StringIO): nothing is flushed at exit
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)
-
-
-class _Output:
-    """Writes what the stream delivers: text for people, or one JSON event per line.
-
-    Every write to stdout goes through :meth:`_write`: when stdout's reader has gone away
-    (``blazen chat ... | head``) it remembers so (exit status 141), stops writing, and raises
-    :class:`BrokenPipeError` in :meth:`chunk`, which aborts the stream and closes its
-    connection. What the encoding of stdout cannot show is replaced (text) or escaped (JSON).
-    """
-
-    def __init__(self, as_json: bool, out: TextIO, err: TextIO) -> None:
-        self.as_json = as_json
-        self.out = out
-        self.err = err
-        self.line_open = False
-        #: Whether a done or error was reported.
-        self.ended = False
-        #: Set when stdout's reader went away (``blazen chat ... | head``).
-        self.broken_pipe = False
-        #: The refusal deltas so far (the model declining to answer).
-        self.refusal: list[str] = []
-
-    def _write(self, text: str) -> None:
-        """Write to stdout now; raises BrokenPipeError once its reader has gone away."""
-        if self.broken_pipe:
-            raise BrokenPipeError(errno.EPIPE, "stdout's reader went away")
-        try:
-            self.out.write(text)
-            self.out.flush()
-        except BrokenPipeError:
-            self.broken_pipe = True
-            _silence(self.out)
-            raise
-
-    def _write_last(self, text: str) -> None:
-        """Write a done or error to stdout; nobody to tell if its reader has gone."""
-        with contextlib.suppress(BrokenPipeError):  # the exit status says so
-            self._write(text)
-
-    def _event(self, payload: dict[str, Any], last: bool = False) -> None:
-        line = json.dumps(payload, ensure_ascii=False)
-        if not _fits(line, self.out):
-            line = json.dumps(payload)  # \uXXXX escapes: the same JSON, in ASCII
-        (self._write_last if last else self._write)(line + "\n")
-
-    def note(self, text: str) -> None:
-        try:
-            self.err.write(_showable(f"blazen: {text}\n", self.err))
-            self.err.flush()
-        except BrokenPipeError:
-            _silence(self.err)  # ``2>&1 | head``: stderr's reader is gone too
-
-    def chunk(self, chunk: StreamChunk) -> None:
-        if self.as_json:
-            self._event(
-                {
-                    "event": "chunk",
-                    "content": chunk.content_delta,
-                    "reasoning": chunk.reasoning_delta,
-                    "tool_calls": [
-                        {"id": t.id, "name": t.name, "arguments": t.arguments_json}
-                        for t in chunk.tool_calls
-                    ],
-                    "is_final": chunk.is_final,
-                    "refusal": chunk.refusal_delta,
-                }
-            )
-        elif chunk.content_delta:
-            self._write(_showable(chunk.content_delta, self.out))
-            self.line_open = not chunk.content_delta.endswith("\n")
-        refusal = chunk.refusal_delta
-        if refusal:
-            if not self.as_json:
-                # The refusal is the model's answer too: on its own line after any text.
-                start = "\n" if self.line_open and not self.refusal else ""
-                self._write(_showable(start + refusal, self.out))
-                self.line_open = not refusal.endswith("\n")
-            self.refusal.append(refusal)
-
-    def done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
-        self.ended = True
-        if self.as_json:
-            self._event(
-                {
-                    "event": "done",
-                    "finish_reason": finish_reason,
-                    "usage": None
-                    if usage is None
-                    else {
-                        "prompt_tokens": usage.prompt_tokens,
-                        "completion_tokens": usage.completion_tokens,
-                        "total_tokens": usage.total_tokens,
-                    },
-                    "refusal": "".join(self.refusal) if self.refusal else None,
-                },
-                last=True,
-            )
-        else:
-            self._end_line()
-            if self.refusal:
-                self.note(f"the model declined to answer (finish reason {finish_reason})")
-
-    def error(self, err: BlazenError) -> None:
-        if self.broken_pipe:
-            # The stream was aborted because nobody reads stdout: nothing to report. (Not
-            # "its cause is a BrokenPipeError": that may be the socket to the provider.)
-            self.ended = True
-            return
-        self.failure(err.kind, type(err).__name__, err.message, err.provider, err.status)
-
-    def failure(
-        self,
-        kind: str,
-        type_name: str,
-        message: str,
-        provider: Optional[str] = None,
-        status: Optional[int] = None,
-    ) -> None:
-        """Report how it failed: an ``error`` event, and a line on stderr."""
-        self.ended = True
-        if self.as_json:
-            self._event(
-                {
-                    "event": "error",
-                    "kind": kind,
-                    "type": type_name,
-                    "message": message,
-                    "provider": provider,
-                    "status": status,
-                },
-                last=True,
-            )
-        self._end_line()
-        self.note("interrupted" if kind == "cancelled" else f"error: {message}")
-
-    def _end_line(self) -> None:
-        if self.line_open:
-            self.line_open = False
-            self._write_last("\n")
 
 
 def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
@@ -321,12 +159,14 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
 
 def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
     # Imported here: the subprocess machinery is not needed for remote providers.
-    from . import local
+    from .. import local
 
     if args.base_url is not None:
         msg = "--base-url does not apply to the local model (it picks its own port)"
         raise _UsageError(msg)
     server = local.LocalServer(args.gguf, chat_format=args.chat_format)
+    name = os.path.basename(args.gguf) if args.gguf else "Gemma 3 270M (bundled)"
+    output.note(f"starting the local model {name}...")
     try:
         server.start()
     except ImportError as exc:
@@ -347,6 +187,29 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
     return server.model, server
 
 
+def _interactive(args: argparse.Namespace) -> bool:
+    """No prompt, stdin and stdout terminals, plain text: the interactive session."""
+    return (
+        args.prompt == "-"
+        and not args.json
+        and sys.stdin is not None
+        and sys.stdin.isatty()
+        and sys.stdout.isatty()
+    )
+
+
+def _conversation(args: argparse.Namespace) -> Conversation:
+    if args.continue_file is None:
+        return Conversation(args.system)
+    try:
+        return Conversation.load(args.continue_file, args.system)
+    except OSError as exc:
+        msg = f"--continue: cannot read {args.continue_file}: {exc.strerror or exc}"
+        raise _UsageError(msg) from exc
+    except ValueError as exc:
+        raise _UsageError(f"--continue: {exc}") from exc
+
+
 def _prompt(args: argparse.Namespace) -> str:
     if args.prompt != "-":
         prompt = str(args.prompt)
@@ -365,22 +228,39 @@ def _prompt(args: argparse.Namespace) -> str:
 def _chat(args: argparse.Namespace, output: _Output) -> int:
     server = None
     try:
-        prompt = _prompt(args)
+        conversation = _conversation(args)
+        interactive = _interactive(args)
+        prompt = "" if interactive else _prompt(args)
         model, server = _build_model(args, output)
-        req = Llm.completion_request(
-            [Llm.user(prompt)],
-            system=args.system,
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-        )
+        limits = {"max_tokens": args.max_tokens, "temperature": args.temperature}
+        if interactive:
+            session = ChatSession(
+                model,
+                conversation,
+                out=sys.stdout,
+                note=output.note,
+                limits=limits,
+                stats=args.stats,
+                timeout=args.timeout,
+            )
+            return session.run()
+        req = conversation.request(prompt, **limits)
+        stats = Stats()
+
+        def on_chunk(chunk: StreamChunk) -> None:
+            stats.chunk(chunk)
+            output.chunk(chunk)
+
         resp = Streaming.complete(
             model,
             req,
-            on_chunk=output.chunk,
+            on_chunk=on_chunk if args.stats else output.chunk,
             on_done=output.done,
             on_error=output.error,
             timeout=args.timeout,
         )
+        if resp is not None and args.stats:
+            output.note(stats.line(resp.usage))
         return EXIT_OK if resp is not None else EXIT_ERROR
     except KeyboardInterrupt:
         # Streaming.complete has reported a cancelled stream through on_error already; a
