@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
-from ._stream import ChatModel, ModelOptions, Streaming, init, shutdown
+from ._stream import ChatModel, ModelOptions, Sink, Streaming, init, shutdown
 from ._types import (
     ChatMessage,
     CompletionRequest,
@@ -82,6 +82,7 @@ __all__ = [
     "ProviderError",
     "Providers",
     "RateLimitError",
+    "Sink",
     "StepHandler",
     "StepOutput",
     "StreamChunk",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
@@ -13,6 +13,7 @@ from .checks import check_blocking_callbacks, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .model import ChatModel
+from .sink import AnySink, is_sink, sink_callbacks
 
 if TYPE_CHECKING:
     from .handle import StreamHandle
@@ -20,12 +21,14 @@ if TYPE_CHECKING:
 __all__ = ["Streaming"]
 
 Handler = Callable[..., Any]
+#: What the positional argument of the entry points takes: a block handler or a sink object.
+HandlerOrSink = Union[Handler, AnySink]
 
 
 def _prepare(
     model: Any,
     req: Any,
-    handler: Optional[Handler],
+    handler: Optional[HandlerOrSink],
     on_chunk: Optional[ChunkCallback],
     on_done: Optional[DoneCallback],
     on_error: Optional[ErrorCallback],
@@ -35,13 +38,29 @@ def _prepare(
 ) -> dict[str, Any]:
     """Validate an entry point's arguments and fan the block handler out per kind.
 
-    A keyword callback wins over the block handler for its kind. ``blocking`` names a
-    blocking entry point, whose callbacks may not be coroutine functions.
+    ``handler`` is a block handler, or a sink object whose methods are taken once here (so
+    a sink costs nothing per chunk). A keyword callback wins over the block handler or the
+    sink's method for its kind. ``blocking`` names a blocking entry point, whose callbacks
+    may not be coroutine functions.
     """
     if not isinstance(model, ChatModel):
         msg = f"model must come from blazen.Providers, got {type(model).__name__}"
         raise TypeError(msg)
     check_request(req)
+    if handler is not None and is_sink(handler):
+        methods = sink_callbacks(handler)
+        if blocking:
+            check_blocking_callbacks({f"the sink's {k}": v for k, v in methods.items()}, blocking)
+        on_chunk = on_chunk or methods["on_chunk"]
+        on_done = on_done or methods["on_done"]
+        on_error = on_error or methods["on_error"]
+        handler = None
+    elif handler is not None and not callable(handler):
+        msg = (
+            "handler must be callable, or a sink (an object with on_chunk, on_done or "
+            f"on_error), got {type(handler).__name__}"
+        )
+        raise TypeError(msg)
     callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
     check_controls({**callbacks, "on_error": on_error}, cancel, timeout)
     if blocking:
@@ -79,7 +98,7 @@ class Streaming:
     def complete(
         model: ChatModel,
         req: CompletionRequest,
-        handler: Optional[Handler] = None,
+        handler: Optional[HandlerOrSink] = None,
         *,
         on_chunk: Optional[ChunkCallback] = None,
         on_done: Optional[DoneCallback] = None,
@@ -90,7 +109,9 @@ class Streaming:
         """Stream ``req`` from ``model``, calling back on this thread; block until it ends.
 
         ``handler(kind, *args)`` receives every kind (``"chunk"``, ``"done"``, ``"error"``);
-        a keyword callback wins over it for its kind. Exactly one of done or error fires.
+        it may instead be a sink object (:class:`blazen.Sink`: ``on_chunk``, ``on_done``,
+        ``on_error`` methods). A keyword callback wins over either for its kind. Exactly
+        one of done or error fires.
         Returns the :class:`CompletionResponse` on success; on failure returns None if an
         error handler was given, else raises the error.
         """
@@ -104,7 +125,7 @@ class Streaming:
     def complete_async(
         model: ChatModel,
         req: CompletionRequest,
-        handler: Optional[Handler] = None,
+        handler: Optional[HandlerOrSink] = None,
         *,
         on_chunk: Optional[ChunkCallback] = None,
         on_done: Optional[DoneCallback] = None,
@@ -131,7 +152,7 @@ class Streaming:
     def start(
         model: ChatModel,
         req: CompletionRequest,
-        handler: Optional[Handler] = None,
+        handler: Optional[HandlerOrSink] = None,
         *,
         on_chunk: Optional[ChunkCallback] = None,
         on_done: Optional[DoneCallback] = None,
