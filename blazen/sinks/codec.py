@@ -3,12 +3,13 @@
 An event is ``(kind, args)``, the block handler's arguments: ``("chunk", (chunk,))``,
 ``("done", (finish_reason, usage))`` or ``("error", (err,))``. Its JSON object::
 
-    {"kind": "chunk", "content": "Hel", "reasoning": null, "refusal": null,
-     "tool_calls": [["call_1", "get_weather", "{\\"city\\": "]], "final": false}
+    {"kind": "chunk", "content": "Hel", "reasoning": "...", "refusal": "...",
+     "tool_calls": [["call_1", "get_weather", "{\\"city\\": "]], "final": true}
     {"kind": "done", "finish_reason": "stop", "usage": {"prompt_tokens": 5, ...}}
     {"kind": "error", "error": {"class": "RateLimitError", "kind": "rate_limit",
      "message": "...", "status": 429, "retry_after": 2.0, "partial": "Hel", ...}}
 
+A chunk's fields at their default (None, no tool calls, not final) are left out.
 An error travels as its class name, kind, message, status, ``retry_after``, provider,
 request id and partial text, nothing else: not its body, headers, request or cause, so a
 key that a provider echoed somewhere else cannot travel with it (the message was already
@@ -17,6 +18,7 @@ scrubbed of the model's secrets before any callback saw it).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 import attrs
@@ -25,7 +27,15 @@ from .. import errors
 from .._types import StreamChunk, TokenUsage, ToolCall
 from ..errors import BlazenError, ValidationError
 
-__all__ = ["Event", "decode", "encode", "encode_chunk", "encode_done", "encode_error"]
+__all__ = [
+    "Event",
+    "decode",
+    "dumps",
+    "encode",
+    "encode_chunk",
+    "encode_done",
+    "encode_error",
+]
 
 #: ``(kind, args)``: what a block handler receives, as a value.
 Event = tuple[str, tuple[Any, ...]]
@@ -34,16 +44,24 @@ _USAGE = tuple(a.name for a in attrs.fields(TokenUsage))
 _ERROR_FIELDS = ("status", "retry_after", "provider", "request_id", "partial", "partial_reasoning")
 
 
+#: One encoder for every event: ``json.dumps`` with options builds a new one per call.
+dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def encode_chunk(chunk: StreamChunk) -> dict[str, Any]:
-    """A chunk as a JSON object."""
-    return {
-        "kind": "chunk",
-        "content": chunk.content_delta,
-        "reasoning": chunk.reasoning_delta,
-        "refusal": chunk.refusal_delta,
-        "tool_calls": [[c.id, c.name, c.arguments_json] for c in chunk.tool_calls],
-        "final": chunk.is_final,
-    }
+    """A chunk as a JSON object; fields at their default (None, empty, False) are left out."""
+    obj: dict[str, Any] = {"kind": "chunk"}
+    if chunk.content_delta is not None:
+        obj["content"] = chunk.content_delta
+    if chunk.reasoning_delta is not None:
+        obj["reasoning"] = chunk.reasoning_delta
+    if chunk.refusal_delta is not None:
+        obj["refusal"] = chunk.refusal_delta
+    if chunk.tool_calls:
+        obj["tool_calls"] = [[c.id, c.name, c.arguments_json] for c in chunk.tool_calls]
+    if chunk.is_final:
+        obj["final"] = True
+    return obj
 
 
 def encode_done(finish_reason: str, usage: Optional[TokenUsage]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
 from ..errors import BlazenError, ConnectionError, TimeoutError
-from .codec import decode, encode, encode_error
+from .codec import decode, dumps, encode, encode_error
 from .redis import redis_errors
 
 __all__ = ["follow", "sse_lines"]
@@ -206,8 +206,8 @@ def sse_lines(events: Iterable[tuple[str, str, tuple[Any, ...]]]) -> Iterator[by
     """
     try:
         for event_id, kind, args in events:
-            data = json.dumps(encode(kind, args), ensure_ascii=False, separators=(",", ":"))
+            data = dumps(encode(kind, args))
             yield f"id: {event_id}\nevent: {kind}\ndata: {data}\n\n".encode()
     except BlazenError as err:
-        data = json.dumps(encode_error(err), ensure_ascii=False, separators=(",", ":"))
+        data = dumps(encode_error(err))
         yield f"event: error\ndata: {data}\n\n".encode()

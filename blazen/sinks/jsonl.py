@@ -9,7 +9,7 @@ from typing import IO, Any, Optional, Union
 
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError, ValidationError
-from .codec import Event, decode, encode_chunk, encode_done, encode_error
+from .codec import Event, decode, dumps, encode_chunk, encode_done, encode_error
 
 __all__ = ["JsonlSink", "read_jsonl"]
 
@@ -42,7 +42,7 @@ class JsonlSink:
         if f is None:
             f = self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         # One write of the whole line: a kill between two writes cannot split a line.
-        f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+        f.write(dumps(obj) + "\n")
         f.flush()
         return f
 

@@ -13,7 +13,6 @@ starting a stream that would silently lack its beginning.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -23,7 +22,7 @@ from typing import Any, Optional
 
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError, CallbackError, ConnectionError, ValidationError
-from .codec import encode_chunk, encode_done, encode_error
+from .codec import dumps, encode_chunk, encode_done, encode_error
 
 __all__ = ["RedisStreamSink", "redis_errors"]
 
@@ -40,10 +39,6 @@ def redis_errors() -> tuple[type[BaseException], ...]:
     except ImportError:  # pragma: no cover - a client object exists, so redis is there
         return (OSError,)
     return (redis.RedisError, OSError)
-
-
-def _dumps(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
 def _positive(name: str, value: Any, *, allow_none: bool = False) -> Optional[float]:
@@ -156,7 +151,7 @@ class RedisStreamSink:
                 obj["n"] = self._n
             try:
                 added = self.client.xadd(
-                    self.key, {"e": _dumps(obj)}, maxlen=self.maxlen, nomkstream=True
+                    self.key, {"e": dumps(obj)}, maxlen=self.maxlen, nomkstream=True
                 )
                 if added is not None and now - self._expired_at > self.ttl / 2:
                     self.client.expire(self.key, self.ttl)

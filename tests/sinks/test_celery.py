@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -174,8 +175,6 @@ def test_the_sse_endpoint_serves_a_browser_that_reconnects_with_last_event_id(wo
         last = seen[-1].id
         with requests.get(f"{base}/chat/{key}", headers={"Last-Event-ID": last}, stream=True, timeout=30) as resp:
             seen += list(sseclient.SSEClient(resp).events())
-        import json
-
         text = "".join(json.loads(e.data).get("content") or "" for e in seen if e.event == "chunk")
         assert text == SOURCE and seen[-1].event == "done"
         assert len({e.id for e in seen}) == len(seen)

@@ -180,7 +180,7 @@ def test_queue_sink_hands_the_block_handlers_arguments_to_another_thread(served)
 
 def test_queue_sink_refuses_an_asyncio_queue():
     """asyncio.Queue.put is a coroutine QueueSink cannot await: refused, with the fix."""
-    with pytest.raises(TypeError, match="asyncio.Queue"):
+    with pytest.raises(TypeError, match=r"asyncio\.Queue"):
         QueueSink(asyncio.Queue())
     with pytest.raises(TypeError, match="put"):
         QueueSink([])
