@@ -110,9 +110,14 @@ def _follow(
     expected = 0
     existed = False
     if last not in ("0", "0-0"):
-        found = client.xrange(key, last, last)
+        try:
+            found = client.xrange(key, last, last)
+            exists = bool(found) or client.exists(key)
+        except errors as exc:
+            msg = f"cannot read Redis stream {key!r}: {type(exc).__name__}: {exc}"
+            raise _error("redis_lost", msg) from exc
         if not found:
-            if client.exists(key):
+            if exists:
                 msg = (
                     f"event {last} is no longer in Redis stream {key!r} (trimmed by maxlen, "
                     "or not an id of this stream): read it again from last_id='0', or give "

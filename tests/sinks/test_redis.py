@@ -308,3 +308,28 @@ def test_the_sinks_benchmark_runs_and_reports_a_ratio():
 
     got = measure(n=50, repeat=1)
     assert got["ratio"] > 0 and got["blazen_us"] > 0
+
+
+@pytest.mark.parametrize(("protocol", "decode"), [(2, False), (2, True), (3, False), (3, True)])
+def test_follow_reads_resp2_and_resp3_clients_with_or_without_decoded_responses(served, redis_server, protocol, decode):
+    """Entry ids and fields come back as bytes or str, in lists or dicts: all read the same."""
+    server, model = served
+    server.add(Reply.sse(openai_sse(["a", "b"])))
+    client = redis_server.client(protocol=protocol, decode_responses=decode)
+    try:
+        key = new_key()
+        Streaming.complete(model, REQ, RedisStreamSink(client, key))
+        events = list(follow(client, key, timeout=30))
+        assert text_of(events) == "ab" and events[-1][1] == "done"
+        assert list(follow(client, key, last_id=events[0][0], timeout=30)) == events[1:]
+    finally:
+        client.close()
+
+
+def test_resuming_against_an_unreachable_redis_is_a_clear_error(tmp_path):
+    own = RedisServer(tmp_path).start()
+    client = own.client(retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
+    own.kill()
+    with pytest.raises(blazen.ConnectionError, match="cannot read Redis stream") as info:
+        list(follow(client, "k", last_id="1-0", timeout=5))
+    assert info.value.kind == "redis_lost"
