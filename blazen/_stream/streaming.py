@@ -17,6 +17,7 @@ from .sink import AnySink, is_sink, sink_callbacks
 
 if TYPE_CHECKING:
     from .handle import StreamHandle
+    from .pull import AsyncChunkStream, ChunkStream
 
 __all__ = ["Streaming"]
 
@@ -175,3 +176,44 @@ class Streaming:
             model, req, handler, on_chunk, on_done, on_error, cancel, timeout, "start"
         )
         return StreamHandle.launch(model, req, **kwargs)
+
+    @staticmethod
+    def stream(
+        model: ChatModel,
+        req: CompletionRequest,
+        *,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> ChunkStream:
+        """Pull style: the chunks as a ``for`` loop, inside a ``with`` block.
+
+        The same contract: a failed stream raises its error from the loop, and
+        ``chunks.response`` holds the response after it. Leaving the block early (``break``,
+        an exception) or dropping the object cancels the stream and closes its socket::
+
+            with Streaming.stream(model, req) as chunks:
+                for chunk in chunks:
+                    print(chunk.content_delta or "", end="")
+            print(chunks.response.usage)
+        """
+        from .pull import ChunkStream
+
+        _prepare(model, req, None, None, None, None, cancel, timeout, "stream")
+        return ChunkStream(model, req, cancel, timeout)
+
+    @staticmethod
+    def stream_async(
+        model: ChatModel,
+        req: CompletionRequest,
+        *,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> AsyncChunkStream:
+        """Pull style on asyncio: ``async with Streaming.stream_async(...) as chunks``.
+
+        ``async for chunk in chunks`` inside it; the same contract as :meth:`stream`.
+        """
+        from .pull import AsyncChunkStream
+
+        _prepare(model, req, None, None, None, None, cancel, timeout)
+        return AsyncChunkStream(model, req, cancel, timeout)
