@@ -20,6 +20,8 @@ If the worker dies mid-answer, the page gets an ``error`` event (``producer_lost
 Environment: REDIS_URL (redis://127.0.0.1:6379/0), BLAZEN_BASE_URL or OPENAI_API_KEY for
 the model (else a recorded demo stream), BLAZEN_BEAT and BLAZEN_STALE_AFTER (seconds).
 The WSGI app below is what a Flask or Django view would return: ``sse_lines(follow(...))``.
+In the page, close the ``EventSource`` on its ``done`` or ``error`` event: a browser
+reconnects by itself to a response that ends, and a stream that has ended sends nothing.
 """
 
 from __future__ import annotations

@@ -144,8 +144,12 @@ def test_a_worker_process_killed_mid_stream_ends_its_readers_with_producer_lost(
     events = follow(r, f"chat:{key}", timeout=60, stale_after=STALE_AFTER)
     first = next(events)
     assert first[1] == "chunk"
-    while result.state != "STARTED" or not (result.info or {}).get("pid"):
+    for _ in range(600):  # the STARTED state names the pool process (task_track_started)
+        if result.state == "STARTED" and (result.info or {}).get("pid"):
+            break
         time.sleep(0.05)
+    else:
+        pytest.fail(f"the task never reported STARTED with a pid: {result.state}")
     os.kill(result.info["pid"], signal.SIGKILL)
     killed = time.monotonic()
     with pytest.raises(blazen.ConnectionError) as info:

@@ -91,13 +91,14 @@ def test_a_reader_that_comes_first_waits_for_the_producer(served, r):
 
 
 def test_a_slow_model_keeps_its_readers_waiting_thanks_to_beats(served, r):
-    """Silent for 4x stale_after before the first token: beats keep the reader waiting."""
+    """Silent for 2.5x stale_after before the first token: beats keep the reader waiting."""
     server, model = served
     parts = openai_sse(["slow", " answer"])
-    server.add(Reply.sse([Pause(1.2), *parts[:2], Pause(0.6), *parts[2:]]))
+    # stale_after is 20 beats: a loaded machine may delay a beat, not twenty of them.
+    server.add(Reply.sse([Pause(2.5), *parts[:2], Pause(1.2), *parts[2:]]))
     key = new_key()
     handle = Streaming.start(model, REQ, RedisStreamSink(r, key, beat=0.05))
-    got = list(follow(r, key, timeout=30, stale_after=0.3))
+    got = list(follow(r, key, timeout=30, stale_after=1.0))
     handle.result(30)
     assert text_of(got) == "slow answer"
 
