@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
-from ._stream import ChatModel, ModelOptions, Streaming, init, shutdown
+from ._stream import ChatModel, ModelOptions, Sink, Streaming, init, shutdown
 from ._telemetry import capture_otel_content
 from ._types import (
     AudioPart,
@@ -93,6 +93,7 @@ __all__ = [
     "RateLimitError",
     "ReasoningPart",
     "RefusalError",
+    "Sink",
     "StepHandler",
     "StepOutput",
     "StreamChunk",

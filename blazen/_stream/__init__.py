@@ -15,16 +15,22 @@ from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .lifecycle import init, shutdown
 from .model import ChatModel
 from .options import ModelOptions
+from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_callbacks
 from .state import StreamState, normalise_finish_reason
 from .streaming import Streaming
 from .wire import WireFormat, error_event, error_from_body, error_from_http, malformed
 
 __all__ = [
+    "AnySink",
     "ChatModel",
     "ChunkCallback",
+    "ChunkSink",
     "DoneCallback",
+    "DoneSink",
     "ErrorCallback",
+    "ErrorSink",
     "ModelOptions",
+    "Sink",
     "StreamState",
     "Streaming",
     "WireFormat",
@@ -36,7 +42,9 @@ __all__ = [
     "error_from_body",
     "error_from_http",
     "init",
+    "is_sink",
     "malformed",
     "normalise_finish_reason",
     "shutdown",
+    "sink_callbacks",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
@@ -13,19 +13,23 @@ from .checks import check_blocking_callbacks, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .model import ChatModel
+from .sink import AnySink, is_sink, sink_callbacks
 
 if TYPE_CHECKING:
     from .handle import StreamHandle
+    from .pull import AsyncChunkStream, ChunkStream
 
 __all__ = ["Streaming"]
 
 Handler = Callable[..., Any]
+#: What the positional argument of the entry points takes: a block handler or a sink object.
+HandlerOrSink = Union[Handler, AnySink]
 
 
 def _prepare(
     model: Any,
     req: Any,
-    handler: Optional[Handler],
+    handler: Optional[HandlerOrSink],
     on_chunk: Optional[ChunkCallback],
     on_done: Optional[DoneCallback],
     on_error: Optional[ErrorCallback],
@@ -35,13 +39,29 @@ def _prepare(
 ) -> dict[str, Any]:
     """Validate an entry point's arguments and fan the block handler out per kind.
 
-    A keyword callback wins over the block handler for its kind. ``blocking`` names a
-    blocking entry point, whose callbacks may not be coroutine functions.
+    ``handler`` is a block handler, or a sink object whose methods are taken once here (so
+    a sink costs nothing per chunk). A keyword callback wins over the block handler or the
+    sink's method for its kind. ``blocking`` names a blocking entry point, whose callbacks
+    may not be coroutine functions.
     """
     if not isinstance(model, ChatModel):
         msg = f"model must come from blazen.Providers, got {type(model).__name__}"
         raise TypeError(msg)
     check_request(req)
+    if handler is not None and is_sink(handler):
+        methods = sink_callbacks(handler)
+        if blocking:
+            check_blocking_callbacks({f"the sink's {k}": v for k, v in methods.items()}, blocking)
+        on_chunk = on_chunk or methods["on_chunk"]
+        on_done = on_done or methods["on_done"]
+        on_error = on_error or methods["on_error"]
+        handler = None
+    elif handler is not None and not callable(handler):
+        msg = (
+            "handler must be callable, or a sink (an object with on_chunk, on_done or "
+            f"on_error), got {type(handler).__name__}"
+        )
+        raise TypeError(msg)
     callbacks = {"handler": handler, "on_chunk": on_chunk, "on_done": on_done}
     check_controls({**callbacks, "on_error": on_error}, cancel, timeout)
     if blocking:
@@ -79,7 +99,7 @@ class Streaming:
     def complete(
         model: ChatModel,
         req: CompletionRequest,
-        handler: Optional[Handler] = None,
+        handler: Optional[HandlerOrSink] = None,
         *,
         on_chunk: Optional[ChunkCallback] = None,
         on_done: Optional[DoneCallback] = None,
@@ -90,7 +110,9 @@ class Streaming:
         """Stream ``req`` from ``model``, calling back on this thread; block until it ends.
 
         ``handler(kind, *args)`` receives every kind (``"chunk"``, ``"done"``, ``"error"``);
-        a keyword callback wins over it for its kind. Exactly one of done or error fires.
+        it may instead be a sink object (:class:`blazen.Sink`: ``on_chunk``, ``on_done``,
+        ``on_error`` methods). A keyword callback wins over either for its kind. Exactly
+        one of done or error fires.
         Returns the :class:`CompletionResponse` on success; on failure returns None if an
         error handler was given, else raises the error.
         """
@@ -104,7 +126,7 @@ class Streaming:
     def complete_async(
         model: ChatModel,
         req: CompletionRequest,
-        handler: Optional[Handler] = None,
+        handler: Optional[HandlerOrSink] = None,
         *,
         on_chunk: Optional[ChunkCallback] = None,
         on_done: Optional[DoneCallback] = None,
@@ -131,7 +153,7 @@ class Streaming:
     def start(
         model: ChatModel,
         req: CompletionRequest,
-        handler: Optional[Handler] = None,
+        handler: Optional[HandlerOrSink] = None,
         *,
         on_chunk: Optional[ChunkCallback] = None,
         on_done: Optional[DoneCallback] = None,
@@ -154,3 +176,44 @@ class Streaming:
             model, req, handler, on_chunk, on_done, on_error, cancel, timeout, "start"
         )
         return StreamHandle.launch(model, req, **kwargs)
+
+    @staticmethod
+    def stream(
+        model: ChatModel,
+        req: CompletionRequest,
+        *,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> ChunkStream:
+        """Pull style: the chunks as a ``for`` loop, inside a ``with`` block.
+
+        The same contract: a failed stream raises its error from the loop, and
+        ``chunks.response`` holds the response after it. Leaving the block early (``break``,
+        an exception) or dropping the object cancels the stream and closes its socket::
+
+            with Streaming.stream(model, req) as chunks:
+                for chunk in chunks:
+                    print(chunk.content_delta or "", end="")
+            print(chunks.response.usage)
+        """
+        from .pull import ChunkStream
+
+        _prepare(model, req, None, None, None, None, cancel, timeout, "stream")
+        return ChunkStream(model, req, cancel, timeout)
+
+    @staticmethod
+    def stream_async(
+        model: ChatModel,
+        req: CompletionRequest,
+        *,
+        cancel: Optional[CancelToken] = None,
+        timeout: Optional[float] = None,
+    ) -> AsyncChunkStream:
+        """Pull style on asyncio: ``async with Streaming.stream_async(...) as chunks``.
+
+        ``async for chunk in chunks`` inside it; the same contract as :meth:`stream`.
+        """
+        from .pull import AsyncChunkStream
+
+        _prepare(model, req, None, None, None, None, cancel, timeout)
+        return AsyncChunkStream(model, req, cancel, timeout)

@@ -30,7 +30,7 @@ from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError, ToolError
 from .calls import Job, execute, execute_async, prepare
 from .results import AgentResult, ToolResult
-from .run import AgentRun, RunFailed
+from .run import AgentRun, RunFailed, with_sink
 from .tools import Tool
 
 __all__ = ["Agent"]
@@ -162,6 +162,7 @@ class Agent:
         on_error: Optional[Callable[[BlazenError], Any]] = None,
         cancel: Optional[CancelToken] = None,
         timeout: Optional[float] = None,
+        sink: Any = None,
     ) -> Optional[AgentResult]:
         """Run the loop on ``input`` (a string, a message, or a list of messages); block until done.
 
@@ -173,9 +174,12 @@ class Agent:
 
         ``cancel`` and ``timeout`` (seconds, the whole run) stop the current stream and any
         tools not yet started; a tool already running cannot be interrupted, but it can take a
-        :class:`CancelToken` parameter and stop itself. Returns the :class:`AgentResult`; on
-        failure returns None if ``on_error`` was given, else raises the error.
+        :class:`CancelToken` parameter and stop itself. ``sink`` (a :class:`blazen.Sink`)
+        takes the kinds not given by keyword; its ``on_done(finish_reason, usage)`` gets the
+        run's total usage. Returns the :class:`AgentResult`; on failure returns None if
+        ``on_error`` was given, else raises the error.
         """
+        on_chunk, on_done, on_error = with_sink(sink, on_chunk, on_done, on_error)
         run = AgentRun(
             self,
             _messages(input),
@@ -311,6 +315,7 @@ class Agent:
         on_error: Optional[Callable[[BlazenError], Any]] = None,
         cancel: Optional[CancelToken] = None,
         timeout: Optional[float] = None,
+        sink: Any = None,
     ) -> Optional[AgentResult]:
         """:meth:`run` for asyncio: callbacks run on the event loop and may be coroutines.
 
@@ -318,6 +323,7 @@ class Agent:
         Cancelling the task cancels the current stream and the pending tools, delivers
         ``on_error(CancelledError)`` and re-raises :class:`asyncio.CancelledError`.
         """
+        on_chunk, on_done, on_error = with_sink(sink, on_chunk, on_done, on_error)
         run = AgentRun(
             self,
             _messages(input),

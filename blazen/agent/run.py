@@ -9,6 +9,7 @@ into history or the run's end, and each way of ending into a result or a :class:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any, Callable, Optional, Protocol
@@ -17,7 +18,7 @@ import attrs
 
 from .._cancel import CancelToken, tokens_for
 from .._llm import Llm
-from .._stream import ChatModel, check_controls
+from .._stream import ChatModel, check_controls, is_sink, sink_callbacks
 from .._types import ChatMessage, CompletionRequest, CompletionResponse, TokenUsage, ToolCall
 from ..errors import (
     BlazenError,
@@ -81,6 +82,33 @@ class RunFailed(Exception):
     def __init__(self, error: BlazenError) -> None:
         super().__init__(error.message)
         self.error = error
+
+
+Callback = Optional[Callable[..., Any]]
+
+
+def with_sink(
+    sink: Any, on_chunk: Callback, on_done: Callback, on_error: Callback
+) -> tuple[Callback, Callback, Callback]:
+    """A run's callbacks with ``sink``'s methods filling the kinds not given by keyword.
+
+    The sink's ``on_done(finish_reason, usage)`` gets the run's last finish reason and the
+    usage summed over every turn, so a sink written for streams serves an agent unchanged.
+    """
+    if sink is None:
+        return on_chunk, on_done, on_error
+    if not is_sink(sink):
+        msg = f"sink must have on_chunk, on_done or on_error, got {type(sink).__name__}"
+        raise TypeError(msg)
+    methods = sink_callbacks(sink)
+    done = methods["on_done"]
+    if on_done is None and done is not None:
+        on_done = functools.partial(_sink_done, done)
+    return on_chunk or methods["on_chunk"], on_done, on_error or methods["on_error"]
+
+
+def _sink_done(done: Callable[..., Any], result: AgentResult) -> Any:
+    return done(result.finish_reason, result.usage)
 
 
 class AgentRun:

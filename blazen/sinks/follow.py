@@ -1,0 +1,218 @@
+"""``follow``: read a :class:`.RedisStreamSink`'s stream from any process; ``sse_lines``."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any, Optional
+
+from ..errors import BlazenError, ConnectionError, TimeoutError
+from .codec import decode, dumps, encode, encode_error
+from .redis import redis_errors
+
+__all__ = ["follow", "sse_lines"]
+
+#: The longest single blocking read: a reader notices its own deadline this often.
+MAX_BLOCK = 5.0
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _entries(reply: Any) -> list[tuple[Any, Any]]:
+    """The entries of one XREAD reply for one key, RESP2 (a list) or RESP3 (a dict)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        (entries,) = reply.values()
+        return list(entries[0] if entries and isinstance(entries[0], list) else entries)
+    return list(reply[0][1])
+
+
+def _payload(fields: Any) -> dict[str, Any]:
+    raw = fields.get(b"e", fields.get("e")) if isinstance(fields, dict) else None
+    if raw is None:
+        return {"kind": "foreign"}
+    obj = json.loads(raw)
+    return obj if isinstance(obj, dict) else {"kind": "foreign"}
+
+
+def _error(kind: str, message: str) -> ConnectionError:
+    err = ConnectionError(message)
+    err.kind = kind
+    return err
+
+
+def _lost(key: str, expected: Any, got: Any) -> ConnectionError:
+    return _error(
+        "events_lost",
+        f"events {expected} to {got} of Redis stream {key!r} are no longer there (trimmed "
+        "by maxlen, or the stream was recreated); read it again from last_id='0', or give "
+        "the sink a larger maxlen",
+    )
+
+
+def follow(
+    client: Any,
+    key: str,
+    *,
+    last_id: Any = "0",
+    timeout: Optional[float] = None,
+    stale_after: float = 30.0,
+) -> Iterator[tuple[str, str, tuple[Any, ...]]]:
+    """Yield ``(event_id, kind, args)`` of the stream at ``key``, in order, to its terminal.
+
+    ``kind`` and ``args`` are the block handler's (see :func:`read_jsonl`); the generator
+    ends right after the one ``"done"`` or ``"error"``. ``last_id`` resumes after an id
+    already seen (the SSE ``Last-Event-ID``): exactly the events after it follow. A stream
+    that does not exist yet is waited for (its producer may still be queued).
+
+    Ends with :class:`~blazen.ConnectionError` when the producer is gone: kind
+    ``producer_lost`` if the stream has had no event nor beat for ``stale_after`` seconds;
+    ``events_lost`` if events this reader needs were trimmed (``maxlen``) or the stream
+    was recreated; ``stream_lost`` if the key vanished mid-stream (expired, deleted, a
+    Redis restart without persistence); ``redis_lost`` if Redis cannot be reached for
+    ``stale_after`` seconds. ``timeout`` bounds the whole wait
+    (:class:`~blazen.TimeoutError`). Example::
+
+        for event_id, kind, args in follow(r, f"chat:{task_id}", last_id=last_seen):
+            if kind == "chunk":
+                print(args[0].content_delta or "", end="")
+    """
+    if not isinstance(stale_after, (int, float)) or isinstance(stale_after, bool) or not (
+        0 < stale_after < math.inf
+    ):
+        msg = f"stale_after must be a positive number of seconds, got {stale_after!r}"
+        raise ValueError(msg)
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+    ):
+        msg = f"timeout must be a positive number of seconds or None, got {timeout!r}"
+        raise ValueError(msg)
+    return _follow(client, key, _text(last_id), timeout, float(stale_after))
+
+
+def _follow(
+    client: Any, key: str, last: str, timeout: Optional[float], stale_after: float
+) -> Iterator[tuple[str, str, tuple[Any, ...]]]:
+    errors = redis_errors()
+    start = time.monotonic()
+    deadline = None if timeout is None else start + timeout
+    socket_timeout = getattr(client, "connection_pool", None)
+    socket_timeout = (
+        getattr(socket_timeout, "connection_kwargs", {}).get("socket_timeout")
+        if socket_timeout is not None
+        else None
+    )
+    expected = 0
+    existed = False
+    if last not in ("0", "0-0"):
+        try:
+            found = client.xrange(key, last, last)
+            exists = bool(found) or client.exists(key)
+        except errors as exc:
+            msg = f"cannot read Redis stream {key!r}: {type(exc).__name__}: {exc}"
+            raise _error("redis_lost", msg) from exc
+        if not found:
+            if exists:
+                msg = (
+                    f"event {last} is no longer in Redis stream {key!r} (trimmed by maxlen, "
+                    "or not an id of this stream): read it again from last_id='0', or give "
+                    "the sink a larger maxlen"
+                )
+                raise _error("events_lost", msg)
+            msg = (
+                f"Redis stream {key!r} no longer exists (it expired after its ttl, or was "
+                f"deleted), so the events after {last} cannot be read"
+            )
+            raise _error("stream_lost", msg)
+        existed = True
+        obj = _payload(found[0][1])
+        if obj.get("kind") in ("done", "error"):
+            return
+        expected = obj["n"] + 1 if "n" in obj else 0
+    heard = time.monotonic()  # when the producer was last heard of (an entry, or a beat)
+    while True:
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            msg = f"follow({key!r}) waited {timeout} s without reaching the stream's end"
+            raise TimeoutError(msg, limit="timeout", seconds=float(timeout or 0))
+        wait = min(MAX_BLOCK, max(0.001, heard + stale_after - now))
+        if deadline is not None:
+            wait = min(wait, deadline - now)
+        if socket_timeout:
+            wait = min(wait, socket_timeout / 2)
+        try:
+            reply = client.xread({key: last}, count=512, block=max(1, int(wait * 1000)))
+        except errors as exc:
+            if time.monotonic() - heard >= stale_after:
+                msg = (
+                    f"cannot read Redis stream {key!r}: Redis unreachable for "
+                    f"{stale_after} s ({type(exc).__name__}: {exc})"
+                )
+                raise _error("redis_lost", msg) from exc
+            time.sleep(min(0.2, stale_after / 10))
+            continue
+        entries = _entries(reply)
+        if entries:
+            existed = True
+            heard = time.monotonic()
+        for raw_id, fields in entries:
+            last = _text(raw_id)
+            obj = _payload(fields)
+            kind = obj.get("kind")
+            if kind not in ("chunk", "done", "error"):
+                continue  # open, beat
+            if obj.get("n") != expected:
+                raise _lost(key, expected, obj.get("n"))
+            expected += 1
+            yield (last, *decode(obj))
+            if kind != "chunk":
+                return
+        if entries:
+            continue
+        if time.monotonic() - heard < stale_after:
+            continue
+        try:
+            exists = client.exists(key)
+        except errors:
+            continue  # the read above reports Redis itself
+        if exists:
+            msg = (
+                f"the producer of Redis stream {key!r} is gone: no event nor beat for "
+                f"{stale_after} s (its process died, or lost Redis)"
+            )
+            raise _error("producer_lost", msg)
+        if existed:
+            msg = (
+                f"Redis stream {key!r} vanished mid-stream (deleted, expired, or Redis "
+                "restarted without persistence)"
+            )
+            raise _error("stream_lost", msg)
+        heard = time.monotonic()  # not started yet: keep waiting (bounded by timeout)
+
+
+def sse_lines(events: Iterable[tuple[str, str, tuple[Any, ...]]]) -> Iterator[bytes]:
+    """``text/event-stream`` bytes for followed events: one SSE event each, ``id:`` set.
+
+    ``event:`` is the kind and ``data:`` its JSON (see :mod:`blazen.sinks.codec`), so a
+    browser's ``EventSource`` resumes by itself with ``Last-Event-ID``. If following fails
+    (``producer_lost``), the failure is sent as a last ``error`` event without an id.
+    Example (Flask)::
+
+        @app.get("/chat/<task_id>")
+        def chat(task_id):
+            last = request.headers.get("Last-Event-ID", "0")
+            return Response(sse_lines(follow(r, f"chat:{task_id}", last_id=last)),
+                            mimetype="text/event-stream")
+    """
+    try:
+        for event_id, kind, args in events:
+            data = dumps(encode(kind, args))
+            yield f"id: {event_id}\nevent: {kind}\ndata: {data}\n\n".encode()
+    except BlazenError as err:
+        data = dumps(encode_error(err))
+        yield f"event: error\ndata: {data}\n\n".encode()

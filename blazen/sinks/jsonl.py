@@ -1,0 +1,94 @@
+"""``JsonlSink``: a durable transcript, one JSON line per event; ``read_jsonl`` reads it back."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from typing import IO, Any, Optional, Union
+
+from .._types import StreamChunk, TokenUsage
+from ..errors import BlazenError, ValidationError
+from .codec import Event, decode, dumps, encode_chunk, encode_done, encode_error
+
+__all__ = ["JsonlSink", "read_jsonl"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class JsonlSink:
+    """Append every event to the file at ``path`` as one JSON line (see :mod:`.codec`).
+
+    Each line is written whole and flushed before the callback returns, so a process
+    killed mid-stream leaves every line it wrote readable; the terminal line is fsynced
+    and the file closed. The file is opened (appended to, created if missing) at the
+    first event. Read it back with :func:`read_jsonl`. Example::
+
+        Streaming.complete(model, req, JsonlSink("transcript.jsonl"))
+        for kind, args in read_jsonl("transcript.jsonl"): ...
+    """
+
+    __slots__ = ("_file", "path")
+
+    def __init__(self, path: PathLike) -> None:
+        self.path = os.fspath(path)
+        self._file: Optional[IO[str]] = None
+
+    def __repr__(self) -> str:
+        return f"JsonlSink({self.path!r})"
+
+    def _write(self, obj: dict[str, Any]) -> IO[str]:
+        f = self._file
+        if f is None:
+            f = self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        # One write of the whole line: a kill between two writes cannot split a line.
+        f.write(dumps(obj) + "\n")
+        f.flush()
+        return f
+
+    def _end(self, obj: dict[str, Any]) -> None:
+        f = self._write(obj)
+        self._file = None
+        try:
+            os.fsync(f.fileno())
+        finally:
+            f.close()
+
+    def on_chunk(self, chunk: StreamChunk) -> None:
+        """Write the chunk's line."""
+        self._write(encode_chunk(chunk))
+
+    def on_done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
+        """Write the done line, fsync and close."""
+        self._end(encode_done(finish_reason, usage))
+
+    def on_error(self, err: BlazenError) -> None:
+        """Write the error line, fsync and close."""
+        self._end(encode_error(err))
+
+
+def read_jsonl(path: PathLike) -> Iterator[Event]:
+    """Yield the ``(kind, args)`` a :class:`JsonlSink` wrote, with real values.
+
+    Chunks come back as :class:`~blazen.StreamChunk`, usage as :class:`~blazen.TokenUsage`
+    and an error as the same :class:`~blazen.BlazenError` subclass with its kind, message,
+    status, ``retry_after`` and partial text. A last line cut short (the machine lost
+    power mid-write, so it has no newline) is skipped; any other bad line raises
+    :class:`~blazen.ValidationError` naming its number.
+    """
+    with open(os.fspath(path), encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                if not line.endswith("\n"):
+                    return  # the torn tail of an interrupted write
+                msg = f"{os.fspath(path)}, line {number}: not JSON"
+                raise ValidationError(msg) from None
+            try:
+                yield decode(obj)
+            except ValidationError as exc:
+                msg = f"{os.fspath(path)}, line {number}: {exc}"
+                raise ValidationError(msg) from None
