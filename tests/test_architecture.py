@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("blazen._http",),
     ("blazen._stream",),
     ("blazen.providers",),
-    ("blazen.workflow", "blazen.agent"),
+    ("blazen.workflow", "blazen.agent", "blazen.batch"),
     ("blazen.testing",),
     ("blazen.local",),
     ("blazen.cli",),
