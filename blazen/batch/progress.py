@@ -22,6 +22,7 @@ class Progress:
         self._bar = bar
         self._start = time.monotonic()
         self._shown = 0.0
+        self._postfix: dict[str, Any] = {}
 
     def update(
         self, *, ok: int, failed: int, tokens: int, concurrency: int, force: bool = False
@@ -29,19 +30,25 @@ class Progress:
         """One more item finished."""
         self._bar.update(1)
         now = time.monotonic()
+        rate = tokens / max(now - self._start, 1e-9)
+        self._postfix = {
+            "ok": ok,
+            "failed": failed,
+            "tok_s": f"{rate:.0f}",
+            "concurrency": concurrency,
+        }
         if force or now - self._shown >= REFRESH:
             self._shown = now
-            rate = tokens / max(now - self._start, 1e-9)
-            self._bar.set_postfix(
-                ok=ok, failed=failed, tok_s=f"{rate:.0f}", concurrency=concurrency, refresh=False
-            )
+            self._bar.set_postfix(self._postfix, refresh=False)
 
     def skip(self) -> None:
         """One item skipped: ``out=`` already held it."""
         self._bar.update(1)
 
     def close(self) -> None:
-        """Draw the bar one last time and leave the line."""
+        """Draw the bar one last time, with the final counts, and leave the line."""
+        if self._postfix:
+            self._bar.set_postfix(self._postfix, refresh=False)
         self._bar.close()
 
 
