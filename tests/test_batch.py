@@ -99,7 +99,9 @@ def test_a_corrupt_line_in_the_middle_is_a_validation_error(tmp_path: Path):
 
 
 @pytest.mark.parametrize("retry_after", ["0.02", None])
-def test_a_429_storm_lowers_concurrency_then_every_item_ends_ok(server, fast, tmp_path, retry_after):
+def test_a_429_storm_lowers_concurrency_then_every_item_ends_ok(
+    server, fast, tmp_path, retry_after
+):
     # 500 items, 10% of the answers 429, all in the first half: the storm, then recovery.
     server.add(*[rate_limited(retry_after) if i % 5 == 0 else OK for i in range(250)])
     out = tmp_path / "r.jsonl"
@@ -212,5 +214,5 @@ def test_requests_and_results_pickle(fast):
 
 def test_a_model_not_built_by_providers_says_it_cannot_pickle(fast):
     fast.recipe = None
-    with pytest.raises(TypeError, match="only models built by blazen.Providers"):
+    with pytest.raises(TypeError, match=r"only models built by blazen\.Providers"):
         pickle.dumps(fast)

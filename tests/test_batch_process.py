@@ -37,7 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def start_child(tmp_path: Path, server: StreamServer, out: Path, n: int, concurrency: int):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    }
     return subprocess.Popen(
         [sys.executable, str(script), server.base_url, str(out), str(n), str(concurrency)],
         stdout=subprocess.PIPE,
@@ -72,7 +75,9 @@ def test_a_run_killed_halfway_resumes_and_finishes_every_id_exactly_once(tmp_pat
         assert child.returncode == -signal.SIGKILL
         before = lines(out)
         assert before < n, "the child finished before it was killed"
-        model = blazen.Providers.openai(api_key="sk-test-SECRET-0123456789", base_url=server.base_url)
+        model = blazen.Providers.openai(
+            api_key="sk-test-SECRET-0123456789", base_url=server.base_url
+        )
         reqs = ((f"q{i}", Llm.completion_request([Llm.user(f"item {i}")])) for i in range(n))
         report = batch.run(model, reqs, concurrency=concurrency, out=out)
         sent = collections.Counter(r.json()["messages"][-1]["content"] for r in server.requests)

@@ -13,7 +13,7 @@ from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .lifecycle import init, shutdown
-from .model import ChatModel
+from .model import ChatModel, revive
 from .options import ModelOptions
 from .state import StreamState, normalise_finish_reason
 from .streaming import Streaming
@@ -38,5 +38,6 @@ __all__ = [
     "init",
     "malformed",
     "normalise_finish_reason",
+    "revive",
     "shutdown",
 ]

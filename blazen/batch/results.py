@@ -58,8 +58,7 @@ class BatchResult:
             "finish_reason": resp.finish_reason,
             "usage": attrs.asdict(resp.usage) if resp.usage is not None else None,
             "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments_json}
-                for c in resp.tool_calls
+                {"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in resp.tool_calls
             ],
         }
 
@@ -99,9 +98,7 @@ class ResultsFile:
         if self.path.exists():
             self._scan(retry_failed)
         # O_APPEND: every write lands at the end as one piece, whatever else holds the file.
-        self._fd: Optional[int] = os.open(
-            self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644
-        )
+        self._fd: Optional[int] = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _scan(self, retry_failed: bool) -> None:
         keep = 0  # bytes of whole lines

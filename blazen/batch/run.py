@@ -34,7 +34,7 @@ from .limiter import Limiter
 from .progress import Progress, open_progress
 from .report import BatchReport
 from .results import BatchResult, PathLike, ResultsFile
-from .work import ChunkEvent, DoneEvent, Pipe, run_item
+from .work import ChunkEvent, DoneEvent, Pipe, RemoteModel, run_item
 
 __all__ = ["run"]
 
@@ -95,6 +95,8 @@ class _Run:
         timeout: Optional[float],
     ) -> None:
         self.model = model
+        # What the executor gets: the model itself on our threads, its recipe elsewhere.
+        self.shipped: Union[ChatModel, RemoteModel] = model if local else RemoteModel.of(model)
         self.source = _pairs(requests)
         self.exhausted = False
         self.results = results
@@ -182,7 +184,7 @@ class _Run:
             )
         else:
             future = self.executor.submit(
-                run_item, self.model, item.id, item.req, item.attempt, self.timeout
+                run_item, self.shipped, item.id, item.req, item.attempt, self.timeout
             )
         self.in_flight[item.key] = (item, future)
         done = DoneEvent(item.key)
@@ -304,6 +306,8 @@ def _check(
     if executor is not None and not isinstance(executor, concurrent.futures.Executor):
         msg = f"executor must be a concurrent.futures.Executor, got {type(executor).__name__}"
         raise TypeError(msg)
+    if executor is not None:
+        RemoteModel.of(model)
     if executor is not None and on_chunk is not None:
         msg = "on_chunk needs the run's own threads: it cannot stream back from executor="
         raise ValueError(msg)
@@ -392,4 +396,3 @@ def _tell_how_to_resume(report: BatchReport, out: Optional[PathLike]) -> None:
     else:
         hint = "nothing was saved: pass out='results.jsonl' to make a run resumable"
     print(f"{report}\n{hint}", file=sys.stderr, flush=True)
-

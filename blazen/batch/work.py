@@ -7,6 +7,7 @@ failed item: it returns the :class:`BatchResult` with the error in it.
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from typing import Optional, Union
@@ -14,12 +15,12 @@ from typing import Optional, Union
 import attrs
 
 from .._cancel import CancelToken
-from .._stream import ChatModel, Streaming
+from .._stream import ChatModel, Streaming, revive
 from .._types import CompletionRequest, StreamChunk
 from ..errors import BlazenError, InternalError
 from .results import BatchResult
 
-__all__ = ["ChunkEvent", "DoneEvent", "Event", "Pipe", "run_item"]
+__all__ = ["ChunkEvent", "DoneEvent", "Event", "Pipe", "RemoteModel", "run_item"]
 
 
 @attrs.frozen
@@ -38,6 +39,29 @@ class DoneEvent:
 
 
 Event = Union[ChunkEvent, DoneEvent]
+
+
+@attrs.frozen
+class RemoteModel:
+    """A model on its way to another process: the factory call that builds it there.
+
+    Built inside :func:`run_item`, not while the task is unpickled, so a worker that cannot
+    build it (no key in its environment) fails the item with that error instead of
+    failing the executor's own machinery. One model per recipe per process (:func:`revive`).
+    """
+
+    recipe: functools.partial[ChatModel]
+
+    @classmethod
+    def of(cls, model: ChatModel) -> RemoteModel:
+        """The recipe of ``model``; ``TypeError`` for a model not built by ``Providers``."""
+        if model.recipe is None:
+            msg = (
+                f"executor= runs items in other processes, and {model!r} cannot be rebuilt "
+                "there: build it with blazen.Providers"
+            )
+            raise TypeError(msg)
+        return cls(model.recipe)
 
 
 class Pipe:
@@ -88,7 +112,7 @@ class _Forward:
 
 
 def run_item(
-    model: ChatModel,
+    model: Union[ChatModel, RemoteModel],
     item_id: str,
     req: CompletionRequest,
     attempt: int,
@@ -104,6 +128,11 @@ def run_item(
     del attempt
     errors: list[BlazenError] = []
     on_chunk = _Forward(item_id, pipe, cancel) if pipe is not None and cancel else None
+    try:
+        if isinstance(model, RemoteModel):
+            model = revive(model.recipe)
+    except BlazenError as exc:  # no key in this worker's environment, a bad option...
+        return BatchResult(id=item_id, error=exc)
     try:
         response = Streaming.complete(
             model, req, on_chunk=on_chunk, on_error=errors.append, cancel=cancel, timeout=timeout
