@@ -1,5 +1,8 @@
 """The ``blazen`` command: ``blazen chat "prompt"`` streams a completion to the terminal.
 
+``blazen batch PROMPTS.jsonl --out results.jsonl`` runs a file of prompts (see
+:mod:`blazen.cli_batch`); it picks its model the same way.
+
 Which model answers:
 
 1. ``--provider NAME`` picks ``Providers.NAME`` (any provider of the registry,
@@ -31,6 +34,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, Callable, Optional, TextIO
 
+from . import cli_batch
 from ._llm import Llm
 from ._stream import ChatModel, Streaming
 from ._types import StreamChunk, TokenUsage
@@ -104,6 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--gguf", help="local: a GGUF model file (default: bundled Gemma 3 270M)")
     chat.add_argument("--chat-format", help="local: llama-cpp-python's chat format")
+    cli_batch.add_parser(sub)
     return parser
 
 
@@ -393,6 +398,18 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
             server.stop()
 
 
+def _batch(args: argparse.Namespace, output: _Output) -> int:
+    server = None
+    try:
+        model, server = _build_model(args, output)
+        return cli_batch.run(args, model, output.note)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED  # batch.run has printed its report and how to resume
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``blazen`` command with ``argv`` (default: ``sys.argv[1:]``); return its status."""
     parser = _parser()
@@ -405,7 +422,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, output: _Output) -> int:
     try:
-        return _chat(args, output)
+        return _batch(args, output) if args.command == "batch" else _chat(args, output)
     except _UsageError as exc:
         parser.print_usage(sys.stderr)
         output.note(f"error: {exc}")

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("blazen.workflow", "blazen.agent", "blazen.batch"),
     ("blazen.testing",),
     ("blazen.local",),
+    ("blazen.cli_batch",),
     ("blazen.cli",),
     ("blazen", "blazen.__main__"),
 ]
