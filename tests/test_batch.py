@@ -12,7 +12,7 @@ import pytest
 
 import blazen
 from blazen import Llm, batch
-from blazen.testing import Reply, StreamServer, openai_sse
+from blazen.testing import Drop, Reply, StreamServer, openai_sse
 
 OK = Reply.sse(openai_sse(["Hel", "lo"], usage={"prompt_tokens": 3, "completion_tokens": 2}))
 
@@ -216,3 +216,18 @@ def test_a_model_not_built_by_providers_says_it_cannot_pickle(fast):
     fast.recipe = None
     with pytest.raises(TypeError, match=r"only models built by blazen\.Providers"):
         pickle.dumps(fast)
+
+
+def test_a_raising_on_chunk_stops_the_run_with_a_callback_error(fast):
+    def on_chunk(item_id, chunk):
+        raise ValueError("mine")
+
+    with pytest.raises(blazen.CallbackError, match="on_chunk raised ValueError: mine"):
+        batch.run(fast, requests(20), concurrency=4, on_chunk=on_chunk)
+
+
+def test_a_dropped_connection_is_recorded_as_a_connection_error(server, fast, tmp_path):
+    server.add(Reply.sse([openai_sse(["Hel"])[0], Drop()]))
+    report = batch.run(fast, requests(3), concurrency=1, out=tmp_path / "r.jsonl")
+    kinds = sorted(r["error"]["kind"] for r in batch.read(tmp_path / "r.jsonl") if "error" in r)
+    assert (report.ok, report.failed, kinds) == (2, 1, ["connection"])

@@ -130,12 +130,12 @@ class _Run:
                 event = self.pipe.get(0) if self.in_flight else None
 
     def _wait(self) -> float:
-        if not self.in_flight:
-            wake = self.limiter.paused_until
-            if self.waiting:
-                wake = max(wake, self.waiting[0].not_before)
-            return min(1.0, max(0.0, wake - time.monotonic()))
-        return 1.0
+        # Until the next event, or the moment a paused or waiting try may start: at most 1 s.
+        wake = self.limiter.paused_until
+        if self.waiting:
+            wake = max(wake, self.waiting[0].not_before)
+        left = wake - time.monotonic()
+        return min(1.0, left) if left > 0 else (1.0 if self.in_flight else 0.0)
 
     def _start_items(self) -> None:
         now = time.monotonic()
