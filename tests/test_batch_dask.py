@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,6 @@ from blazen import Llm, batch
 from blazen.testing import Reply, StreamServer, openai_sse
 
 distributed = pytest.importorskip("distributed")
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def set_env(name: str, value: str | None) -> None:
@@ -28,8 +25,8 @@ def set_env(name: str, value: str | None) -> None:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[distributed.Client]:
-    # One cluster for the module: starting worker processes costs seconds.
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    # One cluster for the module: starting worker processes costs seconds. (The workers
+    # are spawned with this process's sys.path: they import this checkout's blazen.)
     with (
         distributed.LocalCluster(
             n_workers=2,
