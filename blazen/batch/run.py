@@ -14,13 +14,13 @@ import heapq
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any, Callable, Optional, Union
 
 import attrs
 
 from .._cancel import CancelToken
-from .._stream import ChatModel, check_callable
+from .._stream import ChatModel
 from .._types import CompletionRequest, StreamChunk
 from ..errors import (
     CallbackError,
@@ -30,6 +30,7 @@ from ..errors import (
     RateLimitError,
     safe_str,
 )
+from .inputs import Item, check_arguments, pairs
 from .limiter import Limiter
 from .progress import Progress, open_progress
 from .report import BatchReport
@@ -38,10 +39,10 @@ from .work import ChunkEvent, DoneEvent, Pipe, RemoteModel, run_item
 
 __all__ = ["run"]
 
-Item = Union[CompletionRequest, "tuple[str, CompletionRequest]"]
-
 #: Chunks that may wait for the calling thread, per unit of concurrency.
 CHUNK_ROOM = 64
+#: Events handled in a row before the loop looks at starting more items.
+DRAIN_BATCH = 256
 #: Seconds an interrupted run waits for its cancelled items to come back.
 DRAIN_TIMEOUT = 30.0
 
@@ -58,24 +59,6 @@ class _Try:
 
     def __lt__(self, other: _Try) -> bool:  # the retry heap orders by time
         return (self.not_before, self.key) < (other.not_before, other.key)
-
-
-def _pairs(requests: Iterable[Item]) -> Iterator[tuple[str, CompletionRequest]]:
-    for position, item in enumerate(requests):
-        if isinstance(item, tuple) and len(item) == 2:
-            item_id, req = item
-            if not isinstance(item_id, str):
-                msg = f"batch ids must be strings, got {type(item_id).__name__} at {position}"
-                raise TypeError(msg)
-        else:
-            item_id, req = str(position), item
-        if not isinstance(req, CompletionRequest):
-            msg = (
-                f"batch item {item_id!r} is a {type(req).__name__}: give CompletionRequest "
-                "values, or (id, CompletionRequest) pairs"
-            )
-            raise TypeError(msg)
-        yield item_id, req
 
 
 class _Run:
@@ -97,7 +80,7 @@ class _Run:
         self.model = model
         # What the executor gets: the model itself on our threads, its recipe elsewhere.
         self.shipped: Union[ChatModel, RemoteModel] = model if local else RemoteModel.of(model)
-        self.source = _pairs(requests)
+        self.source = pairs(requests)
         self.exhausted = False
         self.results = results
         self.max_attempts = max_attempts
@@ -125,9 +108,14 @@ class _Run:
             if not self.in_flight and not self.waiting and self.exhausted:
                 return
             event = self.pipe.get(self._wait())
-            while event is not None:
+            # What else has arrived, within reason: busy streams must not starve new starts.
+            for _ in range(DRAIN_BATCH):
+                if event is None:
+                    break
                 self._handle(event)
                 event = self.pipe.get(0) if self.in_flight else None
+            if event is not None:
+                self._handle(event)
 
     def _wait(self) -> float:
         # Until the next event, or the moment a paused or waiting try may start: at most 1 s.
@@ -264,6 +252,7 @@ class _Run:
     def stop(self) -> None:
         """Start nothing more, cancel what is in flight and wait for it to come back."""
         self.stopping = True
+        self.counts["cancelled"] += len(self.waiting)  # waiting out a rate limit: not started
         self.waiting.clear()
         for item, future in self.in_flight.values():
             future.cancel()
@@ -291,29 +280,6 @@ class _Run:
             interrupted=interrupted,
             out=os.fspath(out) if out is not None else None,
         )
-
-
-def _check(
-    model: Any, concurrency: Any, max_attempts: Any, executor: Any, on_chunk: Any, **cbs: Any
-) -> None:
-    if not isinstance(model, ChatModel):
-        msg = f"model must come from blazen.Providers, got {type(model).__name__}"
-        raise TypeError(msg)
-    for name, value, low in (("concurrency", concurrency, 1), ("max_attempts", max_attempts, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            msg = f"{name} must be an int of at least {low}, got {value!r}"
-            raise ValueError(msg)
-    if executor is not None and not isinstance(executor, concurrent.futures.Executor):
-        msg = f"executor must be a concurrent.futures.Executor, got {type(executor).__name__}"
-        raise TypeError(msg)
-    if executor is not None:
-        RemoteModel.of(model)
-    if executor is not None and on_chunk is not None:
-        msg = "on_chunk needs the run's own threads: it cannot stream back from executor="
-        raise ValueError(msg)
-    for name, cb in {"on_chunk": on_chunk, **cbs}.items():
-        if cb is not None:
-            check_callable(name, cb)
 
 
 def run(
@@ -347,7 +313,7 @@ def run(
         report = batch.run(model, requests, concurrency=32, out="results.jsonl")
         print(report)
     """
-    _check(model, concurrency, max_attempts, executor, on_chunk, on_result=on_result)
+    check_arguments(model, concurrency, max_attempts, executor, on_chunk, on_result=on_result)
     if retry_failed and out is None:
         msg = "retry_failed=True needs out=: the failed items are read from that file"
         raise ValueError(msg)
