@@ -254,3 +254,8 @@ def test_memory_does_not_grow_with_the_number_of_items(fast, server):
     finally:
         tracemalloc.stop()
     assert samples[2000] - samples[500] < 64 * 1024, samples
+
+
+def test_a_models_recipe_never_shows_an_explicit_key(fast):
+    assert "SECRET" not in repr(fast.recipe)
+    assert repr(fast.recipe) == "Recipe(Providers.openai(...))"

@@ -13,7 +13,7 @@ from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .lifecycle import init, shutdown
-from .model import ChatModel, revive
+from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
 from .state import StreamState, normalise_finish_reason
 from .streaming import Streaming
@@ -25,6 +25,7 @@ __all__ = [
     "DoneCallback",
     "ErrorCallback",
     "ModelOptions",
+    "Recipe",
     "StreamState",
     "Streaming",
     "WireFormat",

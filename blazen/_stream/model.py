@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import pickle
 import threading
 import weakref
@@ -17,7 +16,7 @@ from .checks import check_controls, check_request
 from .options import ModelOptions
 from .wire import WireFormat
 
-__all__ = ["MIN_SECRET_LENGTH", "ChatModel", "close_all_models", "revive"]
+__all__ = ["MIN_SECRET_LENGTH", "ChatModel", "Recipe", "close_all_models", "revive"]
 
 #: Keys shorter than this are placeholders, not secrets, and are not masked.
 MIN_SECRET_LENGTH = 8
@@ -28,6 +27,32 @@ _live_models: weakref.WeakSet[ChatModel] = weakref.WeakSet()
 REVIVED_MODELS = 16
 _revived: dict[bytes, ChatModel] = {}
 _revived_lock = threading.Lock()
+
+
+class Recipe:
+    """The factory call that built a model, which is what the model pickles as.
+
+    Its repr shows the factory only: the arguments may hold a key.
+    """
+
+    __slots__ = ("args", "factory", "kwargs")
+
+    def __init__(
+        self, factory: Callable[..., ChatModel], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self.factory = factory
+        self.args = args
+        self.kwargs = kwargs
+
+    def __call__(self) -> ChatModel:
+        """Build the model again (in this process, from this process's environment)."""
+        return self.factory(*self.args, **self.kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Recipe, (self.factory, self.args, self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"Recipe({getattr(self.factory, '__qualname__', 'factory')}(...))"
 
 
 class ChatModel:
@@ -70,7 +95,7 @@ class ChatModel:
         self.model = model
         self.base_url = base_url
         #: The factory call that built this model (set by ``Providers``): what it pickles as.
-        self.recipe: Optional[functools.partial[ChatModel]] = None
+        self.recipe: Optional[Recipe] = None
         _live_models.add(self)
 
     @property
@@ -192,7 +217,7 @@ def close_all_models() -> None:
         model.close()
 
 
-def revive(recipe: functools.partial[ChatModel]) -> ChatModel:
+def revive(recipe: Recipe) -> ChatModel:
     """The model ``recipe`` builds, shared by every unpickling of the same recipe.
 
     A Dask worker unpickles a task's model once per task: sharing one model (and its

@@ -7,7 +7,6 @@ failed item: it returns the :class:`BatchResult` with the error in it.
 
 from __future__ import annotations
 
-import functools
 import queue
 import threading
 from typing import Optional, Union
@@ -15,7 +14,7 @@ from typing import Optional, Union
 import attrs
 
 from .._cancel import CancelToken
-from .._stream import ChatModel, Streaming, revive
+from .._stream import ChatModel, Recipe, Streaming, revive
 from .._types import CompletionRequest, StreamChunk
 from ..errors import BlazenError, InternalError
 from .results import BatchResult
@@ -50,7 +49,7 @@ class RemoteModel:
     failing the executor's own machinery. One model per recipe per process (:func:`revive`).
     """
 
-    recipe: functools.partial[ChatModel]
+    recipe: Recipe
 
     @classmethod
     def of(cls, model: ChatModel) -> RemoteModel:

@@ -6,7 +6,7 @@ import functools
 import os
 from typing import Any, Callable, Optional
 
-from .._stream import ChatModel, ModelOptions, WireFormat
+from .._stream import ChatModel, ModelOptions, Recipe, WireFormat
 from ..errors import ValidationError
 from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
 from .registry import PROVIDERS, ProviderInfo, compat_key_variable
@@ -354,7 +354,7 @@ def _recording(name: str, factory: Callable[..., ChatModel]) -> Callable[..., Ch
     def make(*args: Any, **kwargs: Any) -> ChatModel:
         model = factory(*args, **kwargs)
         # The public attribute, not the wrapped function: pickle finds it by its name.
-        model.recipe = functools.partial(getattr(Providers, name), *args, **kwargs)
+        model.recipe = Recipe(getattr(Providers, name), args, kwargs)
         return model
 
     return make
