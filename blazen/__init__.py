@@ -56,6 +56,7 @@ from .errors import (
 from .workflow import Event, StepHandler, StepOutput, Workflow, WorkflowResult, workflow
 
 if TYPE_CHECKING:
+    from . import batch
     from .agent import Agent, AgentResult, Tool, ToolResult, tool
     from .providers import Providers
     from .workflow import Context
@@ -113,6 +114,7 @@ __all__ = [
     "WorkflowError",
     "WorkflowResult",
     "__version__",
+    "batch",
     "cancel_scope",
     "capture_otel_content",
     "init",
@@ -124,7 +126,7 @@ __all__ = [
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())
 
-# The providers (wire formats, factories, registry), the agent and its tool machinery
+# The providers (wire formats, factories, registry), batch runs, the agent and its tool machinery
 # (asyncio, inspect, schema building) and the workflow engine load on first use:
 # `import blazen` costs what the streaming core needs, and a module that only names
 # blazen's types pays for no more.
@@ -136,6 +138,7 @@ _LAZY = {
     "tool": ".agent",
     "Context": ".workflow",
     "Providers": ".providers",
+    "batch": ".batch",
 }
 
 
@@ -144,6 +147,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         msg = f"module 'blazen' has no attribute {name!r}"
         raise AttributeError(msg)
-    value = getattr(importlib.import_module(module, __name__), name)
+    imported = importlib.import_module(module, __name__)
+    value = imported if module == f".{name}" else getattr(imported, name)
     globals()[name] = value
     return value

@@ -33,7 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("blazen._http",),
     ("blazen._stream",),
     ("blazen.providers",),
-    ("blazen.sinks", "blazen.workflow", "blazen.agent"),
+    ("blazen.sinks", "blazen.workflow", "blazen.agent", "blazen.batch"),
     ("blazen.testing",),
     ("blazen.local",),
     ("blazen.cli",),

@@ -54,3 +54,19 @@ def test_quick_benchmark_run_writes_a_table_and_a_chart(tmp_path: Path) -> None:
     assert (tmp_path / "chart.png").read_bytes().startswith(b"\x89PNG")
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["errors"] == []
+
+
+def test_quick_batch_benchmark_compares_batch_run_with_the_hand_written_loops() -> None:
+    """`python -m benchmarks.batch --quick` runs all three clients and loses no batch item."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.batch", "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    assert set(results) == {"batch.run", "README loop (blazen)", "README loop (openai SDK)"}
+    assert results["batch.run"]["lost"] == 0 and results["batch.run"]["time_ratio"] == 1.0

@@ -54,6 +54,7 @@ def test_joke_example_streams_from_a_server_given_by_base_url():
         "explicit_handlers.py",
         "tool_calls.py",
         "batch_threadpool.py",
+        "batch_resume.py",
         "start_cancel.py",
         "async_relay.py",
         "typed_output.py",

@@ -13,7 +13,7 @@ from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
 from .lifecycle import init, shutdown
-from .model import ChatModel
+from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
 from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_callbacks
 from .state import StreamState, normalise_finish_reason
@@ -30,6 +30,7 @@ __all__ = [
     "ErrorCallback",
     "ErrorSink",
     "ModelOptions",
+    "Recipe",
     "Sink",
     "StreamState",
     "Streaming",
@@ -45,6 +46,7 @@ __all__ = [
     "is_sink",
     "malformed",
     "normalise_finish_reason",
+    "revive",
     "shutdown",
     "sink_callbacks",
 ]

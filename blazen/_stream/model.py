@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pickle
+import threading
 import weakref
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from .._cancel import CancelToken
 from .._http import Transport, shown_url, url_masks
@@ -14,12 +16,43 @@ from .checks import check_controls, check_request
 from .options import ModelOptions
 from .wire import WireFormat
 
-__all__ = ["MIN_SECRET_LENGTH", "ChatModel", "close_all_models"]
+__all__ = ["MIN_SECRET_LENGTH", "ChatModel", "Recipe", "close_all_models", "revive"]
 
 #: Keys shorter than this are placeholders, not secrets, and are not masked.
 MIN_SECRET_LENGTH = 8
 
 _live_models: weakref.WeakSet[ChatModel] = weakref.WeakSet()
+
+#: How many unpickled models a process keeps (a Dask worker unpickles one per task).
+REVIVED_MODELS = 16
+_revived: dict[bytes, ChatModel] = {}
+_revived_lock = threading.Lock()
+
+
+class Recipe:
+    """The factory call that built a model, which is what the model pickles as.
+
+    Its repr shows the factory only: the arguments may hold a key.
+    """
+
+    __slots__ = ("args", "factory", "kwargs")
+
+    def __init__(
+        self, factory: Callable[..., ChatModel], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        self.factory = factory
+        self.args = args
+        self.kwargs = kwargs
+
+    def __call__(self) -> ChatModel:
+        """Build the model again (in this process, from this process's environment)."""
+        return self.factory(*self.args, **self.kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Recipe, (self.factory, self.args, self.kwargs)
+
+    def __repr__(self) -> str:
+        return f"Recipe({getattr(self.factory, '__qualname__', 'factory')}(...))"
 
 
 class ChatModel:
@@ -61,6 +94,8 @@ class ChatModel:
         )
         self.model = model
         self.base_url = base_url
+        #: The factory call that built this model (set by ``Providers``): what it pickles as.
+        self.recipe: Optional[Recipe] = None
         _live_models.add(self)
 
     @property
@@ -159,6 +194,20 @@ class ChatModel:
         """Close the pooled connections; an exception raised inside goes on."""
         self.close()
 
+    def __reduce__(self) -> tuple[Callable[..., ChatModel], tuple[Any, ...]]:
+        """Pickle as the factory call that built it, so a worker process can rebuild it.
+
+        A key the factory read from the environment is not in the call: the worker reads
+        the same variable from its own environment. A key passed as ``api_key=`` is.
+        """
+        if self.recipe is None:
+            msg = (
+                f"{self!r} cannot be pickled: only models built by blazen.Providers "
+                "can be rebuilt in another process"
+            )
+            raise TypeError(msg)
+        return revive, (self.recipe,)
+
     def __repr__(self) -> str:
         return (
             f"ChatModel(provider={self.provider!r}, model={self.model!r}, "
@@ -170,3 +219,23 @@ def close_all_models() -> None:
     """Close the pooled connections of every live model."""
     for model in list(_live_models):
         model.close()
+
+
+def revive(recipe: Recipe) -> ChatModel:
+    """The model ``recipe`` builds, shared by every unpickling of the same recipe.
+
+    A Dask worker unpickles a task's model once per task: sharing one model (and its
+    connection pool) per recipe keeps connections reused. At most :data:`REVIVED_MODELS`
+    are kept, the oldest dropped first.
+    """
+    key = pickle.dumps(recipe)
+    with _revived_lock:
+        model = _revived.get(key)
+    if model is not None:
+        return model
+    model = recipe()
+    with _revived_lock:
+        model = _revived.setdefault(key, model)
+        while len(_revived) > REVIVED_MODELS:
+            del _revived[next(iter(_revived))]
+    return model

@@ -1,5 +1,8 @@
 """The ``blazen`` command: ``blazen chat "prompt"`` streams a completion to the terminal.
 
+``blazen batch PROMPTS.jsonl --out results.jsonl`` runs a file of prompts (see
+:mod:`blazen.cli.batch_command`); it picks its model the same way.
+
 Which model answers:
 
 1. ``--provider NAME`` picks ``Providers.NAME`` (any provider of the registry,
@@ -37,6 +40,7 @@ from .._types import StreamChunk
 from .._version import __version__
 from ..errors import BlazenError
 from ..providers import PROVIDERS, Providers, key_variables
+from . import batch_command as cli_batch
 from .output import Output as _Output
 from .session import ChatSession, Conversation, Stats
 
@@ -122,6 +126,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after each answer: tokens, time to first token, tokens per second (stderr)",
     )
+    cli_batch.add_parser(sub)
     return parser
 
 
@@ -273,6 +278,18 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
             server.stop()
 
 
+def _batch(args: argparse.Namespace, output: _Output) -> int:
+    server = None
+    try:
+        model, server = _build_model(args, output)
+        return cli_batch.run(args, model, output.note)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED  # batch.run has printed its report and how to resume
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``blazen`` command with ``argv`` (default: ``sys.argv[1:]``); return its status."""
     parser = _parser()
@@ -285,7 +302,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, output: _Output) -> int:
     try:
-        return _chat(args, output)
+        return _batch(args, output) if args.command == "batch" else _chat(args, output)
     except _UsageError as exc:
         parser.print_usage(sys.stderr)
         output.note(f"error: {exc}")

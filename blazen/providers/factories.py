@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Callable, Optional
 
-from .._stream import ChatModel, ModelOptions, WireFormat
+from .._stream import ChatModel, ModelOptions, Recipe, WireFormat
 from ..errors import ValidationError
 from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
 from .registry import PROVIDERS, ProviderInfo, compat_key_variable
@@ -344,3 +345,22 @@ class Providers:
     ) -> ChatModel:
         """A llama.cpp ``llama-server`` (``localhost:8080/v1``; key ``LLAMA_API_KEY`` if set)."""
         return preset("llamacpp", api_key, model, base_url, options)
+
+
+def _recording(name: str, factory: Callable[..., ChatModel]) -> Callable[..., ChatModel]:
+    """``factory``, with the call that built each model kept on it so the model pickles."""
+
+    @functools.wraps(factory)
+    def make(*args: Any, **kwargs: Any) -> ChatModel:
+        model = factory(*args, **kwargs)
+        # The public attribute, not the wrapped function: pickle finds it by its name.
+        model.recipe = Recipe(getattr(Providers, name), args, kwargs)
+        return model
+
+    return make
+
+
+for _name, _value in list(vars(Providers).items()):
+    if isinstance(_value, staticmethod):
+        setattr(Providers, _name, staticmethod(_recording(_name, _value.__func__)))
+del _name, _value

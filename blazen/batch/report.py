@@ -1,0 +1,56 @@
+"""What a batch run did, counted: the value ``batch.run`` returns and prints."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import attrs
+
+__all__ = ["BatchReport"]
+
+
+@attrs.frozen(kw_only=True)
+class BatchReport:
+    """The counts of a finished (or interrupted) run; ``print(report)`` gives one line."""
+
+    #: Items that succeeded in this run.
+    ok: int = 0
+    #: Items that failed in this run (written to ``out=`` with their error).
+    failed: int = 0
+    #: Items skipped because ``out=`` already held them.
+    skipped: int = 0
+    #: Items started and cancelled by Ctrl-C (a resumed run does them).
+    cancelled: int = 0
+    #: Tries that were rate-limited and ran again.
+    rate_limited: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: Seconds from start to end.
+    elapsed: float = 0.0
+    #: Concurrency asked for, the lowest rate limits brought it to, and where it ended.
+    concurrency: int = 0
+    lowest_concurrency: int = 0
+    final_concurrency: int = 0
+    interrupted: bool = False
+    out: Optional[str] = None
+
+    @property
+    def requests_per_second(self) -> float:
+        """Finished items (ok and failed) per second of the run."""
+        return (self.ok + self.failed) / self.elapsed if self.elapsed > 0 else 0.0
+
+    def __str__(self) -> str:
+        head = "batch interrupted" if self.interrupted else "batch"
+        text = (
+            f"{head}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped"
+            f"{f', {self.cancelled} cancelled' if self.cancelled else ''}"
+            f" in {self.elapsed:.1f} s ({self.requests_per_second:.1f} requests/s); "
+            f"tokens {self.input_tokens} in, {self.output_tokens} out"
+        )
+        if self.rate_limited:
+            text += (
+                f"; {self.rate_limited} rate-limited tries retried, concurrency "
+                f"{self.concurrency} fell to {self.lowest_concurrency}, "
+                f"ended at {self.final_concurrency}"
+            )
+        return text

@@ -1,0 +1,364 @@
+"""``batch.run``: many requests through one model, bounded, resumable and rate-limit aware.
+
+The calling thread owns the run: it pulls requests from the iterable only when a slot is
+free (so a generator of millions costs no more than ``concurrency`` items), hands each to
+the executor, and takes every event back from one :class:`~.work.Pipe`: chunks, and
+"item done". Writing ``out=``, the callbacks, the progress bar and the :class:`Limiter` all
+live on this one thread, so none of them needs a lock.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import heapq
+import os
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any, Callable, Optional, Union
+
+import attrs
+
+from .._cancel import CancelToken
+from .._stream import ChatModel
+from .._types import CompletionRequest, StreamChunk
+from ..errors import (
+    CallbackError,
+    CancelledError,
+    InternalError,
+    OverloadedError,
+    RateLimitError,
+    safe_str,
+)
+from .inputs import Item, check_arguments, pairs
+from .limiter import Limiter
+from .progress import Progress, open_progress
+from .report import BatchReport
+from .results import BatchResult, PathLike, ResultsFile
+from .work import ChunkEvent, DoneEvent, Pipe, RemoteModel, run_item
+
+__all__ = ["run"]
+
+#: Chunks that may wait for the calling thread, per unit of concurrency.
+CHUNK_ROOM = 64
+#: Events handled in a row before the loop looks at starting more items.
+DRAIN_BATCH = 256
+#: Seconds an interrupted run waits for its cancelled items to come back.
+DRAIN_TIMEOUT = 30.0
+
+
+@attrs.define
+class _Try:
+    key: int
+    id: str
+    req: CompletionRequest
+    attempt: int = 1
+    epoch: int = 0
+    not_before: float = 0.0
+    cancel: Optional[CancelToken] = None
+
+    def __lt__(self, other: _Try) -> bool:  # the retry heap orders by time
+        return (self.not_before, self.key) < (other.not_before, other.key)
+
+
+class _Run:
+    def __init__(
+        self,
+        model: ChatModel,
+        requests: Iterable[Item],
+        *,
+        concurrency: int,
+        results: Optional[ResultsFile],
+        max_attempts: int,
+        on_result: Optional[Callable[[BatchResult], Any]],
+        on_chunk: Optional[Callable[[str, StreamChunk], Any]],
+        progress: Optional[Progress],
+        executor: concurrent.futures.Executor,
+        local: bool,
+        timeout: Optional[float],
+    ) -> None:
+        self.model = model
+        # What the executor gets: the model itself on our threads, its recipe elsewhere.
+        self.shipped: Union[ChatModel, RemoteModel] = model if local else RemoteModel.of(model)
+        self.source = pairs(requests)
+        self.exhausted = False
+        self.results = results
+        self.max_attempts = max_attempts
+        self.on_result = on_result
+        self.on_chunk = on_chunk
+        self.progress = progress
+        self.executor = executor
+        self.local = local
+        self.timeout = timeout
+        self.limiter = Limiter(concurrency)
+        self.pipe = Pipe(CHUNK_ROOM * concurrency)
+        self.in_flight: dict[int, tuple[_Try, concurrent.futures.Future[BatchResult]]] = {}
+        self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
+        self.keys = 0
+        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
+        self.tokens_in = self.tokens_out = 0
+        self.stopping = False
+        self.started = time.monotonic()
+
+    # -- the loop ----------------------------------------------------------------------
+
+    def loop(self) -> None:
+        while True:
+            self._start_items()
+            if not self.in_flight and not self.waiting and self.exhausted:
+                return
+            event = self.pipe.get(self._wait())
+            # What else has arrived, within reason: busy streams must not starve new starts.
+            for _ in range(DRAIN_BATCH):
+                if event is None:
+                    break
+                self._handle(event)
+                event = self.pipe.get(0) if self.in_flight else None
+            if event is not None:
+                self._handle(event)
+
+    def _wait(self) -> float:
+        # Until the next event, or the moment a paused or waiting try may start: at most 1 s.
+        wake = self.limiter.paused_until
+        if self.waiting:
+            wake = max(wake, self.waiting[0].not_before)
+        left = wake - time.monotonic()
+        return min(1.0, left) if left > 0 else (1.0 if self.in_flight else 0.0)
+
+    def _start_items(self) -> None:
+        now = time.monotonic()
+        while (
+            not self.stopping
+            and len(self.in_flight) < self.limiter.current
+            and now >= self.limiter.paused_until
+        ):
+            if self.waiting and self.waiting[0].not_before <= now:
+                self._submit(heapq.heappop(self.waiting))
+                continue
+            # Tries waiting out a rate limit hold their slots: at most `ceiling` items live.
+            if self.exhausted or len(self.in_flight) + len(self.waiting) >= self.limiter.ceiling:
+                return
+            fresh = self._next_fresh()
+            if fresh is None:
+                return
+            self._submit(fresh)
+
+    def _next_fresh(self) -> Optional[_Try]:
+        done = self.results.done if self.results is not None else ()
+        for item_id, req in self.source:
+            if item_id in done:
+                self.counts["skipped"] += 1
+                if self.progress is not None:
+                    self.progress.skip()
+                continue
+            self.keys += 1
+            return _Try(key=self.keys, id=item_id, req=req)
+        self.exhausted = True
+        return None
+
+    def _submit(self, item: _Try) -> None:
+        item.epoch = self.limiter.epoch
+        if self.local:
+            item.cancel = CancelToken()
+            future = self.executor.submit(
+                run_item,
+                self.model,
+                item.id,
+                item.req,
+                item.attempt,
+                self.timeout,
+                item.cancel,
+                self.pipe if self.on_chunk is not None else None,
+            )
+        else:
+            future = self.executor.submit(
+                run_item, self.shipped, item.id, item.req, item.attempt, self.timeout
+            )
+        self.in_flight[item.key] = (item, future)
+        done = DoneEvent(item.key)
+        future.add_done_callback(lambda _f: self.pipe.done(done))
+
+    # -- one event ---------------------------------------------------------------------
+
+    def _handle(self, event: Union[ChunkEvent, DoneEvent]) -> None:
+        if isinstance(event, ChunkEvent):
+            if self.on_chunk is not None and not self.stopping:
+                self._call("on_chunk", self.on_chunk, event.id, event.chunk)
+            return
+        entry = self.in_flight.pop(event.key, None)
+        if entry is None:
+            return
+        item, future = entry
+        result = self._result(item, future)
+        err = result.error
+        if isinstance(err, CancelledError) and self.stopping:
+            self.counts["cancelled"] += 1
+            return
+        if (
+            isinstance(err, (RateLimitError, OverloadedError))
+            and item.attempt < self.max_attempts
+            and not self.stopping
+        ):
+            self.counts["rate_limited"] += 1
+            delay = self.limiter.rate_limited(item.epoch, err.retry_after, item.attempt)
+            item.attempt += 1
+            item.not_before = time.monotonic() + delay
+            heapq.heappush(self.waiting, item)
+            return
+        self._finish(result)
+
+    def _result(self, item: _Try, future: concurrent.futures.Future[BatchResult]) -> BatchResult:
+        if future.cancelled():
+            return BatchResult(id=item.id, error=CancelledError("cancelled before it started"))
+        exc = future.exception()
+        if exc is None:
+            return future.result()
+        # The executor failed the task (a lost worker, an unpicklable argument...).
+        msg = f"the executor failed batch item {item.id!r}: {type(exc).__name__}: {safe_str(exc)}"
+        return BatchResult(id=item.id, error=InternalError(self.model.redact(msg)))
+
+    def _finish(self, result: BatchResult) -> None:
+        if self.results is not None:
+            self.results.write(result)
+        if result.response is not None:
+            self.counts["ok"] += 1
+            self.limiter.succeeded()
+            usage = result.response.usage
+            if usage is not None:
+                self.tokens_in += usage.prompt_tokens
+                self.tokens_out += usage.completion_tokens
+        else:
+            self.counts["failed"] += 1
+        if self.progress is not None:
+            self.progress.update(
+                ok=self.counts["ok"],
+                failed=self.counts["failed"],
+                tokens=self.tokens_out,
+                concurrency=self.limiter.current,
+            )
+        if self.on_result is not None and not self.stopping:
+            self._call("on_result", self.on_result, result)
+
+    @staticmethod
+    def _call(name: str, callback: Callable[..., Any], *args: Any) -> None:
+        try:
+            callback(*args)
+        except Exception as exc:
+            msg = f"{name} raised {type(exc).__name__}: {safe_str(exc)}; the run stopped"
+            raise CallbackError(msg) from exc
+
+    # -- the end -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Start nothing more, cancel what is in flight and wait for it to come back."""
+        self.stopping = True
+        self.counts["cancelled"] += len(self.waiting)  # waiting out a rate limit: not started
+        self.waiting.clear()
+        for item, future in self.in_flight.values():
+            future.cancel()
+            if item.cancel is not None:
+                item.cancel.cancel()
+        deadline = time.monotonic() + DRAIN_TIMEOUT
+        while self.in_flight and time.monotonic() < deadline:
+            event = self.pipe.get(0.1)
+            if event is not None:
+                self._handle(event)
+
+    def report(self, out: Optional[PathLike], interrupted: bool) -> BatchReport:
+        return BatchReport(
+            ok=self.counts["ok"],
+            failed=self.counts["failed"],
+            skipped=self.counts["skipped"],
+            cancelled=self.counts["cancelled"] + (len(self.in_flight) if interrupted else 0),
+            rate_limited=self.counts["rate_limited"],
+            input_tokens=self.tokens_in,
+            output_tokens=self.tokens_out,
+            elapsed=time.monotonic() - self.started,
+            concurrency=self.limiter.ceiling,
+            lowest_concurrency=self.limiter.lowest,
+            final_concurrency=self.limiter.current,
+            interrupted=interrupted,
+            out=os.fspath(out) if out is not None else None,
+        )
+
+
+def run(
+    model: ChatModel,
+    requests: Iterable[Item],
+    *,
+    concurrency: int = 16,
+    out: Optional[PathLike] = None,
+    retry_failed: bool = False,
+    max_attempts: int = 6,
+    on_result: Optional[Callable[[BatchResult], Any]] = None,
+    on_chunk: Optional[Callable[[str, StreamChunk], Any]] = None,
+    progress: Optional[bool] = None,
+    executor: Optional[concurrent.futures.Executor] = None,
+    timeout: Optional[float] = None,
+) -> BatchReport:
+    """Run every request through ``model``, ``concurrency`` at a time; return the counts.
+
+    ``requests`` is any iterable (a generator is read as slots free up) of
+    :class:`~blazen.CompletionRequest`, or of ``(id, request)`` pairs with string ids;
+    without ids the position is the id. With ``out=`` each finished item is appended to a
+    JSONL file as it finishes, and a later run with the same ``out=`` skips the ids already
+    there (``retry_failed=True`` runs the failed ones again). A rate-limited item halves
+    the concurrency, waits as ``Retry-After`` says and runs again (up to ``max_attempts``
+    tries); other errors are recorded and the run goes on. ``on_result(result)`` and
+    ``on_chunk(id, chunk)`` run on this thread, one at a time. ``progress`` shows a tqdm
+    bar (None: when stderr is a terminal). ``executor`` runs the items elsewhere, such as
+    ``dask.distributed.Client(...).get_executor()``. Ctrl-C cancels the items in flight,
+    prints the report and how to resume, and raises ``KeyboardInterrupt``. Example::
+
+        report = batch.run(model, requests, concurrency=32, out="results.jsonl")
+        print(report)
+    """
+    check_arguments(model, concurrency, max_attempts, executor, on_chunk, on_result=on_result)
+    if retry_failed and out is None:
+        msg = "retry_failed=True needs out=: the failed items are read from that file"
+        raise ValueError(msg)
+    results = ResultsFile(out, retry_failed=retry_failed) if out is not None else None
+    local = executor is None
+    pool = executor or concurrent.futures.ThreadPoolExecutor(
+        max_workers=concurrency, thread_name_prefix="blazen-batch"
+    )
+    total = len(requests) if hasattr(requests, "__len__") else None  # type: ignore[arg-type]
+    state: Optional[_Run] = None
+    try:
+        bar = open_progress(progress, total)
+        state = _Run(
+            model,
+            requests,
+            concurrency=concurrency,
+            results=results,
+            max_attempts=max_attempts,
+            on_result=on_result,
+            on_chunk=on_chunk,
+            progress=bar,
+            executor=pool,
+            local=local,
+            timeout=timeout,
+        )
+        state.loop()
+    except BaseException as exc:
+        if state is not None:
+            state.stop()
+            if isinstance(exc, KeyboardInterrupt):
+                _tell_how_to_resume(state.report(out, interrupted=True), out)
+        raise
+    finally:
+        if state is not None and state.progress is not None:
+            state.progress.close()
+        if local:
+            pool.shutdown(wait=True)
+        if results is not None:
+            results.close()
+    return state.report(out, interrupted=False)
+
+
+def _tell_how_to_resume(report: BatchReport, out: Optional[PathLike]) -> None:
+    if out is not None:
+        hint = f"run again with the same out={os.fspath(out)!r} to resume where it stopped"
+    else:
+        hint = "nothing was saved: pass out='results.jsonl' to make a run resumable"
+    print(f"{report}\n{hint}", file=sys.stderr, flush=True)
