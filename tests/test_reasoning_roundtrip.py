@@ -556,3 +556,142 @@ def test_a_redacted_block_without_data_is_a_malformed_stream() -> None:
         )
     assert [k for k, _ in events] == ["error"]
     assert "redacted_thinking" in str(events[0][1])
+
+
+# -- OpenRouter's reasoning_details ---------------------------------------------------------
+
+
+def _openrouter_chunk(delta: dict[str, Any], finish: Any = None) -> bytes:
+    obj = {
+        "id": "gen-1764590400-Kq2Lw9Rt8Yb1Mn3Kp5Vs",
+        "provider": "Anthropic",
+        "model": "anthropic/claude-sonnet-4.6",
+        "object": "chat.completion.chunk",
+        "created": 1764590400,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def openrouter_thinking_call() -> list[bytes]:
+    """Claude through OpenRouter: reasoning text in two pieces, then its signature, then a call."""
+    detail = {"type": "reasoning.text", "format": "anthropic-claude-v1", "index": 0}
+    return [
+        _openrouter_chunk(
+            {
+                "role": "assistant",
+                "content": "",
+                "reasoning": "Paris weather:",
+                "reasoning_details": [{**detail, "text": "Paris weather:"}],
+            }
+        ),
+        _openrouter_chunk(
+            {
+                "reasoning": " call the tool.",
+                "reasoning_details": [{**detail, "text": " call the tool."}],
+            }
+        ),
+        _openrouter_chunk({"reasoning_details": [{**detail, "text": "", "signature": SIGNATURE}]}),
+        _openrouter_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "toolu_01OrCa11",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"location": "Paris"}'},
+                    }
+                ]
+            }
+        ),
+        _openrouter_chunk({}, finish="tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+def test_openrouter_reasoning_details_come_back_merged_on_the_tool_call_turn() -> None:
+    """OpenRouter's streamed reasoning_details pieces are merged by index and the agent's next
+    request carries the entry, signature and all, on the assistant message."""
+    replies = [Reply.sse(openrouter_thinking_call()), Reply.sse(openai_sse(["It is 18 C."]))]
+    with StreamServer(replies) as server:
+        model = blazen.Providers.openrouter(api_key="k", base_url=server.base_url)
+        result = Agent(model, tools=[get_weather]).run("Weather in Paris?")
+        turn = server.requests[1].json()["messages"][1]
+    assert turn["reasoning_details"] == [
+        {
+            "type": "reasoning.text",
+            "format": "anthropic-claude-v1",
+            "index": 0,
+            "text": "Paris weather: call the tool.",
+            "signature": SIGNATURE,
+        }
+    ]
+    assert "reasoning" not in turn and "reasoning_content" not in turn
+    (part,) = next(m for m in result.messages if m.role == "assistant").reasoning_parts
+    assert (part.provider, part.text, part.signature) == (
+        "openrouter",
+        "Paris weather: call the tool.",
+        SIGNATURE,
+    )
+
+
+def test_openrouter_whole_response_details_and_encrypted_entries_round_trip() -> None:
+    """A non-streamed answer's reasoning_details (an encrypted entry too) go back as they came,
+    and only to OpenRouter: another OpenAI-format server gets none of them."""
+    encrypted = {
+        "type": "reasoning.encrypted",
+        "data": REDACTED,
+        "id": "rs_01",
+        "format": "openai-responses-v1",
+        "index": 0,
+    }
+    summary = {
+        "type": "reasoning.summary",
+        "summary": "Checked the tool.",
+        "format": "openai-responses-v1",
+        "index": 1,
+    }
+    body = {
+        "id": "gen-1",
+        "model": "openai/gpt-5",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": "Done.",
+                    "reasoning_details": [encrypted, summary],
+                },
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    with StreamServer(
+        [Reply.json(body), Reply.sse(openai_sse(["ok"])), Reply.sse(openai_sse(["ok"]))]
+    ) as server:
+        router = blazen.Providers.openrouter(api_key="k", base_url=server.base_url)
+        resp = router.complete(Llm.completion_request([Llm.user("Q")]))
+        kinds = [p.kind for p in resp.reasoning_parts]
+        again = Llm.completion_request([Llm.user("Q"), resp.message, Llm.user("Q2")])
+        blazen.Streaming.complete(router, again)
+        blazen.Streaming.complete(
+            blazen.Providers.openai(api_key="k", base_url=server.base_url), again
+        )
+        to_router, to_openai = (r.json()["messages"][1] for r in server.requests[1:])
+    assert kinds == ["redacted", "thinking"]
+    assert to_router["reasoning_details"] == [encrypted, summary]
+    assert "reasoning_details" not in to_openai
+
+
+def test_a_hand_built_openrouter_part_without_json_is_a_clear_error() -> None:
+    """A part claiming to be OpenRouter's whose data is not its JSON entry fails before sending."""
+    turn = Llm.assistant(
+        "x", reasoning_parts=[ReasoningPart(text="t", data="not json", provider="openrouter")]
+    )
+    req = Llm.completion_request([Llm.user("Q"), turn, Llm.user("Q2")])
+    with StreamServer([]) as server:
+        router = blazen.Providers.openrouter(api_key="k", base_url=server.base_url)
+        with pytest.raises(blazen.ValidationError, match="reasoning_details entry as JSON"):
+            blazen.Streaming.complete(router, req)
+        assert server.requests == []

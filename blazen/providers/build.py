@@ -107,10 +107,12 @@ def openai_format(
     auth_header: str = "Authorization",
     max_tokens_field: str = "max_tokens",
     reasoning_field: Optional[str] = None,
+    reasoning_details: bool = False,
 ) -> ChatModel:
     """A model that speaks OpenAI's chat-completions wire format."""
     options = dict(options)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
+    reasoning_details = pop_option(options, "reasoning_details", reasoning_details, bool)
     reasoning_field = options.pop("reasoning_field", reasoning_field)
     if reasoning_field is not None and (
         not isinstance(reasoning_field, str) or not reasoning_field
@@ -140,6 +142,7 @@ def openai_format(
         url=url,
         max_tokens_field=max_tokens_field,
         reasoning_field=reasoning_field,
+        reasoning_details=reasoning_details,
     )
     return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
 
@@ -159,4 +162,5 @@ def preset(
         stream_usage=info.stream_usage,
         max_tokens_field=info.max_tokens_field,
         reasoning_field=info.reasoning_field,
+        reasoning_details=info.reasoning_details,
     )

@@ -36,6 +36,7 @@ from .._types import (
 from ..errors import ProviderError
 from .base import parse_json, reasoning_refused
 from .capabilities import check_attachment
+from .reasoning_details import add_details, flush_details, sent_back
 
 __all__ = ["OpenAIWire", "openai_messages"]
 
@@ -55,7 +56,10 @@ def _is_audio(part: Attachment) -> bool:
 
 
 def openai_messages(
-    req: CompletionRequest, provider: str = "openai", reasoning_field: Optional[str] = None
+    req: CompletionRequest,
+    provider: str = "openai",
+    reasoning_field: Optional[str] = None,
+    reasoning_details: bool = False,
 ) -> list[dict[str, Any]]:
     """The ``messages`` array for a request, in OpenAI's shape.
 
@@ -63,7 +67,8 @@ def openai_messages(
     messages; tool messages have none in OpenAI's API (their call id names them).
     Documents come before the message's text, audio after it and its images. An
     assistant turn's plain reasoning text goes back as ``reasoning_field`` when the server
-    wants it (DeepSeek's ``reasoning_content``); no other wire's signed parts are sent.
+    wants it (DeepSeek's ``reasoning_content``), and OpenRouter's entries as its
+    ``reasoning_details``; no other wire's signed parts are sent.
     """
     out: list[dict[str, Any]] = []
     if req.system:
@@ -106,6 +111,10 @@ def openai_messages(
             )
             if text:
                 out[-1][reasoning_field] = text
+        if reasoning_details and m.reasoning_parts:
+            details = sent_back(m)
+            if details:
+                out[-1]["reasoning_details"] = details
     return out
 
 
@@ -153,9 +162,14 @@ class OpenAIWire:
         url: Optional[str] = None,
         max_tokens_field: str = "max_tokens",
         reasoning_field: Optional[str] = None,
+        reasoning_details: bool = False,
     ) -> None:
         self.provider = provider
         self._reasoning_field = reasoning_field
+        self._reasoning_details = reasoning_details
+        if reasoning_details:
+            # Only OpenRouter streams pay for reading reasoning_details (see _fold_details).
+            self.fold = self._fold_details  # type: ignore[method-assign]
         # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
         self._max_tokens_field = max_tokens_field
         self.model = model
@@ -176,7 +190,9 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
-        messages = openai_messages(req, self.provider, self._reasoning_field)
+        messages = openai_messages(
+            req, self.provider, self._reasoning_field, self._reasoning_details
+        )
         body: dict[str, Any] = {"model": req.model or self.model, "messages": messages}
         if req.max_tokens is not None:
             body[self._max_tokens_field] = req.max_tokens
@@ -305,6 +321,9 @@ class OpenAIWire:
                 args = json.dumps(args)
             state.tool_delta(i, tc.get("id"), fn.get("name"), args)
         state.raw_finish_reason = choices[0].get("finish_reason")
+        if self._reasoning_details:
+            add_details(state, message.get("reasoning_details"))
+            flush_details(state)
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         state.emit_refusal(
             message.get("refusal"),
@@ -312,6 +331,19 @@ class OpenAIWire:
             reasoning if isinstance(reasoning, str) else None,
         )
         return state.response()
+
+    def _fold_details(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
+        """:meth:`fold`, keeping OpenRouter's ``reasoning_details`` pieces as well."""
+        chunk = OpenAIWire.fold(self, state, event, data)
+        if "reasoning_details" in data:
+            # fold() has parsed it already: valid JSON, an object, choice 0 first or alone.
+            for choice in json.loads(data).get("choices") or ():
+                if not choice.get("index"):
+                    add_details(state, (choice.get("delta") or {}).get("reasoning_details"))
+                    break
+        if (state.finished or state.raw_finish_reason) and "details" in state.scratch:
+            flush_details(state)
+        return chunk
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""

@@ -66,6 +66,8 @@ class ProviderInfo:
     #: refuse unknown fields. DeepSeek's thinking mode refuses a tool-call turn without its
     #: ``reasoning_content`` (https://api-docs.deepseek.com/guides/thinking_mode).
     reasoning_field: Optional[str] = None
+    #: Whether the server sends ``reasoning_details`` (OpenRouter): kept, and sent back.
+    reasoning_details: bool = False
 
 
 def _compat(
@@ -77,6 +79,7 @@ def _compat(
     local: bool = False,
     stream_usage: bool = True,
     reasoning_field: Optional[str] = None,
+    reasoning_details: bool = False,
 ) -> ProviderInfo:
     return ProviderInfo(
         name=name,
@@ -87,6 +90,7 @@ def _compat(
         key_required=not local,
         stream_usage=stream_usage,
         reasoning_field=reasoning_field,
+        reasoning_details=reasoning_details,
         auto=not local,
         summary="chat completions on localhost" if local else "chat completions",
     )
@@ -153,7 +157,11 @@ _ROWS = (
         summary="chat completions at any `base_url`",
     ),
     _compat(
-        "openrouter", "https://openrouter.ai/api/v1", ("OPENROUTER_API_KEY",), "openai/gpt-4o-mini"
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        ("OPENROUTER_API_KEY",),
+        "openai/gpt-4o-mini",
+        reasoning_details=True,
     ),
     _compat("groq", "https://api.groq.com/openai/v1", ("GROQ_API_KEY",), "llama-3.3-70b-versatile"),
     _compat(
