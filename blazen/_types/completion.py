@@ -1,0 +1,191 @@
+"""A completion: the request, its usage, the chunks it streams and the assembled response."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Optional
+
+import attrs
+
+from .._schema.output import OutputSpec, output_spec
+from .calls import ToolCall, ToolDefinition
+from .frozen import immutable
+from .messages import ChatMessage, ReasoningPart
+
+_new = object.__new__
+
+
+def _output(value: Any) -> Optional[OutputSpec]:
+    if value is None or isinstance(value, OutputSpec):
+        return value
+    return output_spec(value)
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class CompletionRequest:
+    """Everything one completion needs except the model. Immutable and reusable."""
+
+    messages: tuple[ChatMessage, ...]
+    max_tokens: Optional[int] = None
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    stop: tuple[str, ...] = ()
+    tools: tuple[ToolDefinition, ...] = ()
+    tool_choice: Optional[str] = None
+    response_format: Optional[dict[str, Any]] = None
+    model: Optional[str] = None
+    system: Optional[str] = None
+    #: ``"low"``, ``"medium"`` or ``"high"``: how hard a reasoning model thinks.
+    reasoning_effort: Optional[str] = None
+    #: Tokens a reasoning model may spend thinking (Anthropic, Gemini).
+    reasoning_budget: Optional[int] = None
+    #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``); a
+    #: class given here directly becomes its :class:`OutputSpec`.
+    output: Optional[OutputSpec] = attrs.field(default=None, converter=_output)
+
+
+def _count(value: Any) -> int:
+    # A whole float (5.0, as some servers send) is accepted as the int it is.
+    if type(value) is float and value.is_integer() and value >= 0:
+        return int(value)
+    if type(value) is not int or value < 0:
+        msg = f"a token count must be a whole number of at least 0, got {value!r}"
+        raise TypeError(msg)
+    return value
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class TokenUsage:
+    """Token counts as the provider reported them (0 where it reported none).
+
+    Each is a whole number of at least 0; a count that is not (``"5"``, ``-1``, ``NaN``)
+    raises ``TypeError``, which makes a stream that carries one a malformed payload.
+    ``prompt_tokens`` counts every input token, ``cached_tokens`` (read from the
+    provider's prompt cache) and ``cache_write_tokens`` (written to it) included.
+    """
+
+    prompt_tokens: int = attrs.field(default=0, converter=_count)
+    completion_tokens: int = attrs.field(default=0, converter=_count)
+    total_tokens: int = attrs.field(default=0, converter=_count)
+    cached_tokens: int = attrs.field(default=0, converter=_count)
+    cache_write_tokens: int = attrs.field(default=0, converter=_count)
+    reasoning_tokens: int = attrs.field(default=0, converter=_count)
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        """The counts of two completions added, each by each (an agent run's total)."""
+        if not isinstance(other, TokenUsage):
+            return NotImplemented
+        return TokenUsage(
+            **{a.name: getattr(self, a.name) + getattr(other, a.name) for a in _USAGE_FIELDS}
+        )
+
+    @property
+    def input_tokens(self) -> int:
+        """Alias of :attr:`prompt_tokens`."""
+        return self.prompt_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        """Alias of :attr:`completion_tokens`."""
+        return self.completion_tokens
+
+    @property
+    def cached_input_tokens(self) -> int:
+        """Alias of :attr:`cached_tokens` (its earlier name)."""
+        return self.cached_tokens
+
+
+_USAGE_FIELDS = attrs.fields(TokenUsage)
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class StreamChunk:
+    """One step of a stream.
+
+    ``tool_calls`` is the cumulative snapshot of every tool call so far: replace your state
+    with it, never append. ``is_final`` is True only on the last chunk of a successful stream:
+    that chunk comes right before done, carries no new text and repeats the final snapshot.
+    ``refusal_delta`` is text of the model declining to answer (OpenAI's ``refusal``, the
+    reason of Anthropic's ``refusal`` stop), or None; a refused answer ends ``content_filter``.
+    """
+
+    content_delta: Optional[str] = None
+    reasoning_delta: Optional[str] = None
+    tool_calls: Sequence[ToolCall] = ()
+    is_final: bool = False
+    refusal_delta: Optional[str] = None
+
+
+_set_content = StreamChunk.__dict__["content_delta"].__set__
+_set_reasoning = StreamChunk.__dict__["reasoning_delta"].__set__
+_set_tool_calls = StreamChunk.__dict__["tool_calls"].__set__
+_set_is_final = StreamChunk.__dict__["is_final"].__set__
+_set_refusal = StreamChunk.__dict__["refusal_delta"].__set__
+
+
+def stream_chunk(
+    content_delta: Optional[str],
+    reasoning_delta: Optional[str],
+    tool_calls: Sequence[ToolCall],
+    refusal_delta: Optional[str] = None,
+) -> StreamChunk:
+    """``StreamChunk(...)`` for the hot path: one per streamed event.
+
+    Fills the slots directly, which costs half of the keyword ``__init__`` (StreamChunk
+    has nothing to validate). A test checks it builds the same value as the constructor, so
+    a field added to StreamChunk cannot be missed here.
+    """
+    chunk = _new(StreamChunk)
+    _set_content(chunk, content_delta)
+    _set_reasoning(chunk, reasoning_delta)
+    _set_tool_calls(chunk, tool_calls)
+    _set_is_final(chunk, False)
+    _set_refusal(chunk, refusal_delta)
+    return chunk
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class CompletionResponse:
+    """The assembled result of a completion, streamed or not.
+
+    ``refusal`` is the model's explanation when it declined to answer (every
+    ``refusal_delta`` joined), else None; a refused answer's ``finish_reason`` is
+    ``content_filter`` whatever the provider said (its word stays in ``raw_finish_reason``).
+    ``output`` is the validated typed answer when the request had ``output=``, else None.
+    """
+
+    content: str
+    reasoning: Optional[str] = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = ""
+    raw_finish_reason: Optional[str] = None
+    usage: Optional[TokenUsage] = None
+    model: Optional[str] = None
+    refusal: Optional[str] = None
+    #: The reasoning as the provider sent it, signatures included (see :class:`ReasoningPart`).
+    reasoning_parts: tuple[ReasoningPart, ...] = ()
+    output: Any = None
+
+    @property
+    def message(self) -> ChatMessage:
+        """This answer as the assistant turn to append to the conversation.
+
+        It carries the text, the tool calls and the provider's reasoning with its
+        signatures, which reasoning models (Claude with thinking, Gemini 2.5 and 3,
+        DeepSeek) require back on the next turn::
+
+            resp = model.complete(req)
+            messages = [*req.messages, resp.message, Llm.user("And then?")]
+        """
+        # A refused answer's turn holds the refusal: the conversation reads as it went.
+        text = self.content or self.refusal or ""
+        return ChatMessage(
+            role="assistant",
+            content=text if text or not self.tool_calls else None,
+            tool_calls=self.tool_calls,
+            reasoning_parts=self.reasoning_parts,
+        )
