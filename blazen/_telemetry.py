@@ -250,6 +250,8 @@ class StreamSpan:
         if span is not None:
             if response.model:
                 span.set_attribute("gen_ai.response.model", response.model)
+            if response.id:
+                span.set_attribute("gen_ai.response.id", response.id)
             if response.finish_reason:
                 span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
             usage = response.usage

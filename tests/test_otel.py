@@ -125,6 +125,7 @@ def test_a_stream_is_one_client_span_with_the_genai_attributes(otel, server, mod
     assert a["gen_ai.usage.output_tokens"] == 5
     assert a["server.address"] == "127.0.0.1"
     assert "gen_ai.response.model" in a
+    assert a["gen_ai.response.id"].startswith("chatcmpl-")
     assert span.status.status_code is StatusCode.UNSET
     assert [e.name for e in span.events] == ["gen_ai.first_chunk"]
     assert span.events[0].attributes["gen_ai.response.time_to_first_chunk"] >= 0

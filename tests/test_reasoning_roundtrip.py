@@ -695,3 +695,36 @@ def test_a_hand_built_openrouter_part_without_json_is_a_clear_error() -> None:
         with pytest.raises(blazen.ValidationError, match="reasoning_details entry as JSON"):
             blazen.Streaming.complete(router, req)
         assert server.requests == []
+
+
+# -- the answer's id ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "reply", "expected"),
+    [
+        ("openai", Reply.sse(fixture_bytes("openai", "text.sse")), "chatcmpl-"),
+        (
+            "anthropic",
+            Reply.sse(fixture_bytes("anthropic", "thinking_tool_use.sse")),
+            "msg_01Th1nkT00lUse8",
+        ),
+        (
+            "gemini",
+            Reply.sse(fixture_bytes("gemini", "text_signature.sse"), transfer="close"),
+            "tHmQaOvZKYuWxN8Pj9WnqAk",
+        ),
+    ],
+)
+def test_the_response_carries_the_providers_id_of_the_answer(
+    name: str, reply: Reply, expected: str
+) -> None:
+    """``CompletionResponse.id`` is the provider's id of the answer (for logs and traces)."""
+    with StreamServer([reply]) as server:
+        model = {
+            "openai": lambda: blazen.Providers.openai(api_key="k", base_url=server.base_url),
+            "anthropic": lambda: anthropic(server),
+            "gemini": lambda: gemini(server),
+        }[name]()
+        resp = blazen.Streaming.complete(model, Llm.completion_request([Llm.user("hi")]))
+    assert resp.id is not None and resp.id.startswith(expected)

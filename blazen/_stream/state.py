@@ -139,6 +139,7 @@ class StreamState:
         "finished",
         "model",
         "raw_finish_reason",
+        "response_id",
         "scratch",
         "usage",
     )
@@ -171,6 +172,8 @@ class StreamState:
         self.raw_finish_reason: Optional[str] = None
         self.usage: Optional[TokenUsage] = None
         self.model: Optional[str] = None
+        #: The provider's id of this answer (``chatcmpl-...``, ``msg_...``), if it gave one.
+        self.response_id: Optional[str] = None
         #: Per-stream notes a wire format keeps between payloads (Anthropic's block types).
         self.scratch: dict[str, Any] = {}
 
@@ -385,4 +388,6 @@ class StreamState:
             model=self.model,
             refusal=refusal,
             reasoning_parts=parts,
+            # An id is only ever reported, never relied on: one that is not text is dropped.
+            id=self.response_id if type(self.response_id) is str else None,
         )

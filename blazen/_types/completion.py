@@ -169,6 +169,9 @@ class CompletionResponse:
     #: The reasoning as the provider sent it, signatures included (see :class:`ReasoningPart`).
     reasoning_parts: tuple[ReasoningPart, ...] = ()
     output: Any = None
+    #: The provider's id of this answer (OpenAI ``chatcmpl-...``, Anthropic ``msg_...``,
+    #: Gemini ``responseId``), or None where it gives none (Ollama).
+    id: Optional[str] = None
 
     @property
     def message(self) -> ChatMessage:

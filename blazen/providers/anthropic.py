@@ -394,6 +394,7 @@ class AnthropicWire:
         if kind == "message_start":
             message = obj.get("message") or {}
             state.model = message.get("model") or state.model
+            state.response_id = message.get("id")
             usage = dict(message.get("usage") or {})
             state.scratch["usage"] = usage
             state.usage = _usage(usage)
@@ -512,6 +513,7 @@ class AnthropicWire:
         state = StreamState()
         state.finished = True
         state.model = obj.get("model")
+        state.response_id = obj.get("id")
         state.usage = _usage(obj.get("usage") or {})
         state.raw_finish_reason = obj.get("stop_reason")
         for i, block in enumerate(obj.get("content") or ()):

@@ -318,6 +318,8 @@ class GeminiWire:
     def _apply(self, state: StreamState, obj: Mapping[str, Any], raw: str) -> Optional[StreamChunk]:
         if obj.get("error") is not None:
             raise error_from_body(self.provider, None, obj, raw=raw)
+        if state.model is None:
+            state.response_id = obj.get("responseId")  # the same on every payload
         state.model = obj.get("modelVersion") or state.model
         usage = obj.get("usageMetadata")
         if usage:

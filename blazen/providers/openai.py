@@ -251,6 +251,8 @@ class OpenAIWire:
             raise error_from_body(self.provider, None, obj, raw=data)
         model = obj.get("model")
         if model:
+            if state.model is None:
+                state.response_id = obj.get("id")  # the same on every chunk: read it once
             state.model = model
         # Groq reports usage under x_groq on the last chunk.
         usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
@@ -308,6 +310,7 @@ class OpenAIWire:
         state = StreamState()
         state.finished = True
         state.model = obj.get("model")
+        state.response_id = obj.get("id")
         if obj.get("usage"):
             state.usage = _usage(obj["usage"])
         choices = obj.get("choices") or []
