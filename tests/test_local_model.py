@@ -218,6 +218,10 @@ def test_cli_with_no_key_starts_the_local_model_and_leaves_no_server_behind():
     proc = run_cli("--json", "--max-tokens", "24", "Say hi", env=env)
     assert proc.returncode == 0, proc.stderr
     assert "using the local model" in proc.stderr
+    # Progress, in order: the start is announced before the wait, then how long it took.
+    starting = proc.stderr.index("starting the local model Gemma 3 270M")
+    ready = proc.stderr.index("ready at http://127.0.0.1:")
+    assert starting < ready and re.search(r"in \d+\.\d s", proc.stderr[ready:])
     events = parse_events(proc.stdout)
     assert [e["event"] for e in events][-1] == "done"
     assert [e["event"] for e in events].count("done") == 1
