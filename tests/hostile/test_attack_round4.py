@@ -18,7 +18,7 @@ import pytest
 import blazen
 from blazen import Llm, Streaming
 from blazen._http.decoding import inflater_for
-from blazen.testing import Pause, Recorder, Reply, StreamServer, openai_sse
+from blazen.testing import Pause, Recorder, Reply, StreamServer, openai_sse, sse, sse_event
 
 from ..conftest import KEY_FOR_TESTS
 
@@ -177,3 +177,222 @@ def test_a_gzip_bomb_in_one_event_ends_at_the_event_cap_with_bounded_memory():
     assert isinstance(rec.error, blazen.ProviderError)
     assert "max_event_bytes" in rec.error.message
     assert peak < 16 * 1024 * 1024, f"{peak} bytes held for a 1 MiB event cap"
+
+
+# -- reasoning round trips: hostile servers and careless callers ---------------------------
+
+
+@blazen.tool
+def get_weather(location: str) -> str:
+    """Current weather at a location."""
+    return f"sunny in {location}"
+
+
+def _gemini_reply(parts: list[dict[str, object]]) -> Reply:
+    candidate = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+    return Reply.sse([sse_event({"candidates": [candidate], "modelVersion": "g"})])
+
+
+def _call(call_id: str, location: str, signature: str) -> dict[str, object]:
+    call = {"id": call_id, "name": "get_weather", "args": {"location": location}}
+    return {"functionCall": call, "thoughtSignature": signature}
+
+
+def test_two_gemini_calls_that_share_an_id_stay_two_calls_each_with_its_signature():
+    """Gemini sends every call whole: two with one id are two calls, not one merged call.
+
+    Before, their arguments were joined into ``{...}{...}`` and the agent's next turn was
+    a ValidationError; each call's thoughtSignature must come back on its own part.
+    """
+    replies = [
+        _gemini_reply([_call("dup", "Paris", "SIG_A"), _call("dup", "Rome", "SIG_B")]),
+        _gemini_reply([{"text": "done"}]),
+    ]
+    with StreamServer(replies) as server:
+        model = blazen.Providers.gemini(
+            api_key=KEY_FOR_TESTS, base_url=server.url + "/v1beta", max_retries=0
+        )
+        result = blazen.Agent(model, tools=[get_weather]).run("weather?")
+        second = server.requests[1].json()["contents"]
+    assert result.text == "done"
+    assert second[1]["parts"] == [
+        {
+            "functionCall": {"name": "get_weather", "args": {"location": "Paris"}},
+            "thoughtSignature": "SIG_A",
+        },
+        {
+            "functionCall": {"name": "get_weather", "args": {"location": "Rome"}},
+            "thoughtSignature": "SIG_B",
+        },
+    ]
+    answers = [p["functionResponse"]["response"]["result"] for p in second[2]["parts"]]
+    assert answers == ["sunny in Paris", "sunny in Rome"]
+
+
+@pytest.mark.parametrize("role", ["user", "system", "tool"])
+def test_reasoning_parts_on_a_turn_that_is_not_the_assistants_are_refused_at_once(role):
+    """A user turn carrying thinking blocks would be sent as one (Anthropic, Gemini and
+    DeepSeek refuse the request): a programming mistake, raised when the message is built."""
+    extra = {"tool_call_id": "c1"} if role == "tool" else {}
+    part = blazen.ReasoningPart(text="t", signature="s", provider="anthropic")
+    with pytest.raises(ValueError, match="only an assistant turn"):
+        blazen.ChatMessage(role=role, content="x", reasoning_parts=[part], **extra)
+
+
+_START = {"type": "message_start", "message": {"id": "m", "model": "c", "usage": {}}}
+_END = [
+    {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 5}},
+    {"type": "message_stop"},
+]
+_THINKING = {"type": "thinking", "thinking": "", "signature": ""}
+
+
+def _block(index: object, block: object) -> dict[str, object]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def _bdelta(index: object, delta: object) -> dict[str, object]:
+    return {"type": "content_block_delta", "index": index, "delta": delta}
+
+
+def _thinking(index: object, text: str) -> dict[str, object]:
+    return _bdelta(index, {"type": "thinking_delta", "thinking": text})
+
+
+def _signature(index: object, signature: object) -> dict[str, object]:
+    return _bdelta(index, {"type": "signature_delta", "signature": signature})
+
+
+def _stop(index: object) -> dict[str, object]:
+    return {"type": "content_block_stop", "index": index}
+
+
+def _anthropic_run(events: list[dict[str, object]]) -> tuple[Recorder, object]:
+    payloads = [_START, *events, *_END]
+    with StreamServer([Reply.sse([sse_event(e, str(e["type"])) for e in payloads])]) as server:
+        rec = Recorder()
+        model = blazen.Providers.anthropic(
+            api_key=KEY_FOR_TESTS, base_url=server.base_url, max_retries=0
+        )
+        resp = Streaming.complete(model, REQ, rec.handler, timeout=5)
+    assert rec.terminals == 1, rec.kinds
+    return rec, resp
+
+
+ANTHROPIC_MALFORMED = {
+    "thinking_delta without an index": [
+        _block(0, _THINKING),
+        {"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "x"}},
+    ],
+    "signature_delta without an index": [
+        _block(0, _THINKING),
+        {"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "x"}},
+    ],
+    "a thinking block at a list index": [_block([1], _THINKING)],
+    "a thinking delta at a list index": [_block(0, _THINKING), _thinking([0], "x")],
+    "a block stop at an object index": [_block(0, _THINKING), _stop({})],
+    "redacted_thinking data is a number": [_block(0, {"type": "redacted_thinking", "data": 5})],
+    "redacted_thinking without data": [_block(0, {"type": "redacted_thinking"})],
+    "thinking text is a list": [_block(0, {"type": "thinking", "thinking": ["a"]})],
+}
+
+
+@pytest.mark.parametrize("case", list(ANTHROPIC_MALFORMED))
+def test_a_thinking_block_of_the_wrong_shape_is_one_malformed_payload_error(case):
+    rec, resp = _anthropic_run(ANTHROPIC_MALFORMED[case])
+    assert resp is None and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, blazen.ProviderError)
+    assert rec.error.error_type == "malformed_payload"
+
+
+@pytest.mark.parametrize("signature", [{"x": 1}, [1], 5, ""])
+def test_a_signature_that_is_not_text_is_never_sent_back(signature):
+    """An unsigned thinking block is kept as text; Claude would refuse a made-up signature."""
+    rec, resp = _anthropic_run(
+        [_block(0, _THINKING), _thinking(0, "a"), _signature(0, signature), _stop(0)]
+    )
+    assert resp is not None and rec.kinds[-1] == "done"
+    (part,) = resp.reasoning_parts
+    assert part.text == "a" and part.signature is None
+    assert resp.message.reasoning_parts == (part,)
+
+
+def test_signatures_for_blocks_never_started_and_reused_indexes_stay_with_their_blocks():
+    """A signature for an index that never started signs nothing; an index used twice
+    makes two blocks, each with its own signature, in order."""
+    rec, resp = _anthropic_run(
+        [
+            _signature(7, "STRAY"),
+            _block(0, _THINKING),
+            _thinking(0, "a"),
+            _signature(0, "S1"),
+            _stop(0),
+            _block(0, _THINKING),
+            _thinking(0, "b"),
+            _signature(0, "S2"),
+            _stop(0),
+        ]
+    )
+    assert resp is not None
+    assert [(p.text, p.signature) for p in resp.reasoning_parts] == [("a", "S1"), ("b", "S2")]
+
+
+def test_many_thinking_blocks_fold_in_linear_time():
+    """20,000 signed thinking blocks: the fold is linear (this would take minutes if not)."""
+    events: list[dict[str, object]] = []
+    for i in range(20_000):
+        events += [_block(i, _THINKING), _thinking(i, "t"), _signature(i, f"S{i}"), _stop(i)]
+    rec, resp = _anthropic_run(events)
+    assert resp is not None and len(resp.reasoning_parts) == 20_000
+    assert resp.reasoning_parts[-1].signature == "S19999"
+
+
+# -- OpenAI: refusals and choices --------------------------------------------------------
+
+
+def _choice(index: object, delta: dict[str, object], finish: object = None) -> dict[str, object]:
+    return {
+        "id": "x",
+        "model": "m",
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish}],
+    }
+
+
+@pytest.mark.parametrize("index", [1, -1, "0", "first"])
+def test_a_stream_that_never_sends_choice_0_is_an_error_not_an_empty_answer(index):
+    """blazen follows choice 0; a server numbering its only choice otherwise used to give
+    an empty ``done`` with no finish reason: the text was silently dropped."""
+    payloads = [_choice(index, {"content": "hi"}), _choice(index, {}, "stop")]
+    with StreamServer([Reply.sse(sse(*payloads))]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_model(server.base_url), REQ, rec.handler, timeout=5)
+    assert resp is None and rec.kinds == ["error"]
+    assert isinstance(rec.error, blazen.ProviderError)
+    assert f"choice {index!r}" in rec.error.message and "never as choice 0" in rec.error.message
+
+
+def test_interleaved_choices_with_refusals_follow_choice_0_alone():
+    """Choice 1's refusal and text never leak into choice 0's answer."""
+    payloads = [
+        _choice(0, {"refusal": "I can"}),
+        _choice(1, {"refusal": "OTHER"}),
+        _choice(0, {"refusal": "not."}),
+        _choice(1, {"content": "leak"}, "stop"),
+        _choice(0, {}, "stop"),
+    ]
+    with StreamServer([Reply.sse(sse(*payloads))]) as server:
+        rec = Recorder()
+        resp = Streaming.complete(_model(server.base_url), REQ, rec.handler, timeout=5)
+    assert resp is not None, rec.error
+    assert resp.refusal == "I cannot." and resp.content == ""
+    assert resp.finish_reason == "content_filter"
+    assert [c.refusal_delta for c in rec.chunks if c.refusal_delta] == ["I can", "not."]
+
+
+@pytest.mark.parametrize("refusal", [5, ["no"], True])
+def test_a_refusal_that_is_not_text_is_a_malformed_payload(refusal):
+    payloads = [_choice(0, {"refusal": refusal}), _choice(0, {}, "stop")]
+    with StreamServer([Reply.sse(sse(*payloads))]) as server:
+        rec = Recorder()
+        Streaming.complete(_model(server.base_url), REQ, rec.handler, timeout=5)
+    assert rec.kinds == ["error"] and rec.error.error_type == "malformed_payload"
