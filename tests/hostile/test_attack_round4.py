@@ -396,3 +396,131 @@ def test_a_refusal_that_is_not_text_is_a_malformed_payload(refusal):
         rec = Recorder()
         Streaming.complete(_model(server.base_url), REQ, rec.handler, timeout=5)
     assert rec.kinds == ["error"] and rec.error.error_type == "malformed_payload"
+
+
+# -- keys: an agent's error holds the conversation, and the server may have echoed a key --
+
+
+_ECHOED_KEY = "sk-ant-hostile-0123456789abcdefXYZ"
+
+
+def _echoing_turn() -> list[bytes]:
+    key = _ECHOED_KEY
+    call = {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"location": key}}
+    events = [
+        _START,
+        _block(0, _THINKING),
+        _thinking(0, f"thinking about {key}"),
+        _signature(0, f"SIG{key}"),
+        _stop(0),
+        _block(1, {"type": "redacted_thinking", "data": f"RED{key}"}),
+        _stop(1),
+        _block(2, {"type": "text", "text": f"your key is {key}"}),
+        _stop(2),
+        _block(3, call),
+        _stop(3),
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    return [sse_event(e, str(e["type"])) for e in events]
+
+
+@blazen.tool(name="get_weather")
+def _failing_weather(location: str) -> str:
+    """Current weather at a location (its backend echoes what it was given)."""
+    raise RuntimeError(f"backend refused {location}")
+
+
+def _quoting_callback(call: blazen.ToolCall) -> None:
+    raise RuntimeError(f"cannot show {call.arguments_json}")
+
+
+@pytest.mark.parametrize("limit", ["tool error", "max_iterations", "callback"])
+def test_an_agent_error_shows_no_key_the_server_echoed_into_its_conversation(limit, caplog):
+    """ToolError and MaxIterationsError carry ``result`` (the conversation) and the tool's
+    exception: a key echoed into thinking, a signature, redacted data, the answer, a tool's
+    arguments or its error text is masked there, as in every other error."""
+    from .texts import everything_about
+
+    with StreamServer([Reply.sse(_echoing_turn())]) as server:
+        model = blazen.Providers.anthropic(
+            api_key=_ECHOED_KEY, base_url=server.base_url, max_retries=0
+        )
+        if limit == "tool error":
+            agent = blazen.Agent(model, tools=[_failing_weather], stop_on_tool_error=True)
+        else:
+            agent = blazen.Agent(model, tools=[get_weather], max_iterations=1)
+        on_tool_call = _quoting_callback if limit == "callback" else None
+        with pytest.raises(blazen.BlazenError) as info:
+            agent.run("weather?", on_tool_call=on_tool_call)
+    err = info.value
+    assert _ECHOED_KEY not in everything_about(err)
+    assert _ECHOED_KEY not in caplog.text
+    if limit == "callback":
+        assert isinstance(err, blazen.CallbackError)
+        return
+    assert _ECHOED_KEY not in repr(err.result)
+    turn = err.result.messages[1]
+    assert turn.role == "assistant" and "***" in (turn.content or "")
+    assert [p.kind for p in turn.reasoning_parts] == ["thinking", "redacted"]
+
+
+# -- asyncio: tasks cancelled before they ran ----------------------------------------------
+
+
+def test_a_hundred_stream_tasks_cancelled_before_they_ran_send_nothing_and_end_once_each():
+    """Each gets exactly on_error(CancelledError), the task raises CancelledError, and the
+    server never sees a connection: not one request for an answer nobody will read."""
+    import asyncio
+
+    with StreamServer([Reply.sse(openai_sse(["x"])) for _ in range(3)]) as server:
+        model = _model(server.base_url)
+        recs = [Recorder() for _ in range(100)]
+
+        async def main() -> list[object]:
+            tasks = [
+                asyncio.create_task(Streaming.complete_async(model, REQ, rec.handler))
+                for rec in recs
+            ]
+            for task in tasks:
+                task.cancel()
+            return await asyncio.gather(*tasks, return_exceptions=True)
+
+        outcomes = asyncio.run(main())
+        # A stream that slipped through would have connected before its terminal.
+        assert not server.connections and not server.requests
+        # The flag is the unstarted task's alone: the next stream is sent as usual.
+        assert asyncio.run(Streaming.complete_async(model, REQ)).content == "x"
+    assert all(isinstance(o, asyncio.CancelledError) for o in outcomes)
+    assert all(rec.kinds == ["error"] for rec in recs)
+    assert all(isinstance(rec.error, blazen.CancelledError) for rec in recs)
+
+
+def test_an_agent_task_or_a_zero_wait_for_cancelled_unstarted_sends_nothing_and_ends_once():
+    import asyncio
+
+    with StreamServer([Reply.sse(openai_sse(["x"]))]) as server:
+        model = _model(server.base_url)
+        agent_ends: list[object] = []
+        rec = Recorder()
+
+        async def main() -> tuple[str, str]:
+            task = asyncio.create_task(
+                blazen.Agent(model).run_async(
+                    "hi", on_done=agent_ends.append, on_error=agent_ends.append
+                )
+            )
+            task.cancel()
+            (outcome,) = await asyncio.gather(task, return_exceptions=True)
+            agent = type(outcome).__name__
+            try:
+                await asyncio.wait_for(Streaming.complete_async(model, REQ, rec.handler), 0)
+            except BaseException as exc:
+                return agent, type(exc).__name__
+            return agent, "returned"
+
+        agent, waited = asyncio.run(main())
+        assert not server.connections
+    assert (agent, waited) == ("CancelledError", "TimeoutError")
+    assert [type(e) for e in agent_ends] == [blazen.CancelledError]
+    assert rec.kinds == ["error"] and isinstance(rec.error, blazen.CancelledError)
