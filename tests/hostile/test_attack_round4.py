@@ -524,3 +524,77 @@ def test_an_agent_task_or_a_zero_wait_for_cancelled_unstarted_sends_nothing_and_
     assert (agent, waited) == ("CancelledError", "TimeoutError")
     assert [type(e) for e in agent_ends] == [blazen.CancelledError]
     assert rec.kinds == ["error"] and isinstance(rec.error, blazen.CancelledError)
+
+
+# -- model.complete(): a body of the wrong shape is the server's fault, not blazen's -------
+
+
+def _anthropic_message(content: object) -> dict[str, object]:
+    return {
+        "id": "m",
+        "type": "message",
+        "role": "assistant",
+        "model": "c",
+        "content": content,
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+
+
+def _gemini_body(parts: object) -> dict[str, object]:
+    content = {"role": "model", "parts": parts}
+    return {"candidates": [{"content": content, "finishReason": "STOP", "index": 0}]}
+
+
+NON_STREAMING_MALFORMED = {
+    "anthropic: redacted_thinking with empty data": (
+        "anthropic",
+        _anthropic_message([{"type": "redacted_thinking", "data": ""}]),
+    ),
+    "anthropic: redacted_thinking data is a number": (
+        "anthropic",
+        _anthropic_message([{"type": "redacted_thinking", "data": 5}]),
+    ),
+    "anthropic: thinking is a number": (
+        "anthropic",
+        _anthropic_message([{"type": "thinking", "thinking": 5, "signature": "S"}]),
+    ),
+    "anthropic: a content block is text": ("anthropic", _anthropic_message(["abc"])),
+    "gemini: functionCall is text": ("gemini", _gemini_body([{"functionCall": "x"}])),
+    "gemini: a call id is a list": (
+        "gemini",
+        _gemini_body([{"functionCall": {"id": [1], "name": "f", "args": {}}}]),
+    ),
+    "gemini: parts is an object": ("gemini", _gemini_body({"a": 1})),
+}
+
+
+@pytest.mark.parametrize("case", list(NON_STREAMING_MALFORMED))
+def test_a_non_streamed_body_of_the_wrong_shape_is_a_malformed_payload_not_an_internal_error(
+    case,
+):
+    """Streamed, these are ProviderError(malformed_payload); model.complete() called them
+    InternalError ("unexpected TypeError talking to ..."), a blazen bug, which they are not."""
+    provider, body = NON_STREAMING_MALFORMED[case]
+    with StreamServer([Reply.json(body)]) as server:
+        if provider == "anthropic":
+            model = blazen.Providers.anthropic(
+                api_key=KEY_FOR_TESTS, base_url=server.base_url, max_retries=0
+            )
+        else:
+            model = blazen.Providers.gemini(
+                api_key=KEY_FOR_TESTS, base_url=server.url + "/v1beta", max_retries=0
+            )
+        with pytest.raises(blazen.BlazenError) as info:
+            model.complete(REQ)
+    assert type(info.value) is blazen.ProviderError, repr(info.value)
+    assert info.value.error_type == "malformed_payload"
+
+
+@pytest.mark.parametrize("field", ["content", "role", "tool_calls", "name", "tool_call_id"])
+def test_a_reasoning_field_that_would_overwrite_a_message_field_is_refused(field):
+    """reasoning_field="content" replaced every assistant turn's text with its reasoning."""
+    with pytest.raises(ValueError, match="would overwrite"):
+        blazen.Providers.openai_compat(
+            "test", "http://127.0.0.1:9/v1", api_key=KEY_FOR_TESTS, reasoning_field=field
+        )
