@@ -12,6 +12,7 @@ import struct
 import time
 import tracemalloc
 import zlib
+from typing import Callable
 
 import pytest
 
@@ -598,3 +599,77 @@ def test_a_reasoning_field_that_would_overwrite_a_message_field_is_refused(field
         blazen.Providers.openai_compat(
             "test", "http://127.0.0.1:9/v1", api_key=KEY_FOR_TESTS, reasoning_field=field
         )
+
+
+# -- Ctrl-C twice: the second lands anywhere in the handling of the first ----------------
+
+
+def _second_interrupt_at(n: int) -> tuple[Callable[[blazen.StreamChunk], None], list[int]]:
+    """An on_chunk that raises KeyboardInterrupt (Ctrl-C landing in it), and arranges for a
+    second one to land at the ``n``-th place a signal handler could run while it is handled.
+
+    A signal handler runs when a Python function starts and when a call into C returns:
+    the profile events ``call`` and ``c_return``, here those of blazen's own code. A profile function that raises there is
+    what a signal handler raising there would be; Python then stops profiling, so there
+    is exactly one more interrupt.
+    """
+    import os
+    import sys
+
+    seen = [0]
+    package = os.path.dirname(blazen.__file__)
+
+    def profile(frame, event, arg):
+        # blazen's own code: inside the standard library a signal can land between a
+        # lock's acquire and its with-block, which no caller can guard against.
+        if event in ("call", "c_return") and frame.f_code.co_filename.startswith(package):
+            seen[0] += 1
+            if seen[0] == n:
+                raise KeyboardInterrupt("pressed again")
+
+    def on_chunk(chunk: blazen.StreamChunk) -> None:
+        sys.setprofile(profile)
+        raise KeyboardInterrupt("pressed")
+
+    return on_chunk, seen
+
+
+# One place is a generator's close as it is collected: Python itself reports an interrupt
+# there as unraisable and goes on; it never reached blazen.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_second_ctrl_c_anywhere_in_the_first_ones_handling_still_leaves_one_terminal():
+    """The handler retried its steps when the second interrupt landed inside them, but its
+    own loop (``for _ in range(...)``) ran outside them: an interrupt landing on that call
+    skipped the terminal altogether (the round 3 signal test failed now and then for it).
+
+    Every place is tried in turn, until the handling is over before the n-th. The
+    callbacks are C methods, as in that test: a signal cannot land inside them.
+    """
+    import sys
+
+    with StreamServer(default=Reply.sse(openai_sse(["a", "b"]))) as server:
+        model = _model(server.base_url)
+        for n in range(1, 2000):
+            on_chunk, seen = _second_interrupt_at(n)
+            errors: list[object] = []
+            dones: dict[object, object] = {}
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    Streaming.complete(
+                        model,
+                        REQ,
+                        on_chunk=on_chunk,
+                        on_done=dones.__setitem__,
+                        on_error=errors.append,
+                    )
+            finally:
+                sys.setprofile(None)
+            assert len(errors) + len(dones) == 1, (
+                f"interrupted again at place {n}: {errors} {dones}"
+            )
+            assert isinstance(errors[0], blazen.CancelledError)
+            if seen[0] < n:
+                assert n > 20, f"only {n} places: the interrupt was never handled"
+                break  # the handling was over before the n-th place: all were tried
+        else:
+            pytest.fail("the handling of one interrupt never ended")
