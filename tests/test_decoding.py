@@ -59,5 +59,13 @@ def test_one_small_piece_never_inflates_to_more_than_a_bounded_step():
     pieces.close()
 
 
-def test_encodings_blazen_does_not_inflate_itself_are_left_to_urllib3():
-    assert inflater_for("br") is None and inflater_for("identity") is None
+def test_identity_needs_no_decoding_and_other_codings_are_refused_by_name():
+    """identity (alone or in a list) is no coding; br and names blazen does not know are
+    a decode error that names them, never bytes read as text."""
+    assert inflater_for("identity") is None and inflater_for(" identity, identity ") is None
+    assert inflater_for("") is None
+    for refused in ("br", "zstd", "gzip, br", "compress"):
+        inflater = inflater_for(refused)
+        assert inflater is not None
+        with pytest.raises(DecodeError, match="does not decode"):
+            list(inflater.feed(b"anything"))

@@ -17,8 +17,10 @@ _READ_SIZE = 65536
 _MAX_LINE = 65536
 
 
-def chunked_body(resp: requests.Response, *, encoded: bool = False) -> Optional[ChunkedBody]:
+def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
     """A reader for ``resp``'s chunked body, if it has one that http.client has not started.
+
+    It gives the body's bytes as sent: whoever reads them undoes any content coding.
 
     Call it once per response and keep the reader with the response (no map from responses
     to readers: a weak map whose value holds its key never lets an entry go).
@@ -30,8 +32,6 @@ def chunked_body(resp: requests.Response, *, encoded: bool = False) -> Optional[
         inner.chunked
         and inner.chunk_left is None  # http.client has read none of the body
         and inner.fp is not None
-        # An encoded body only when the caller decodes it itself (it gets raw bytes).
-        and (encoded or resp.headers.get("Content-Encoding", "identity").lower() == "identity")
     ):
         return ChunkedBody(inner)
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
-from typing import Optional
+from typing import Optional, Union
 
 from urllib3.exceptions import DecodeError
 
@@ -20,6 +20,12 @@ __all__ = ["Inflater", "inflater_for"]
 #: The most one step of decoding may produce: a small compressed piece cannot turn into
 #: gigabytes in one call, so size caps still apply as the output grows.
 _MAX_OUT = 256 * 1024
+#: How much of a deflate body is kept to try again as raw deflate: a wrong zlib header
+#: fails at its second byte, so a body that gets this far without output is not raw.
+_MAX_SEEN = 64 * 1024
+#: The most codings one body may stack (``gzip, gzip``...); urllib3 allows five.
+_MAX_CODINGS = 5
+_INFLATED = frozenset({"gzip", "x-gzip", "deflate"})
 
 
 class Inflater:
@@ -42,7 +48,8 @@ class Inflater:
     def feed(self, data: bytes) -> Iterator[bytes]:
         """The decoded pieces of ``data`` (none while a header is still arriving)."""
         if self._seen is not None:
-            self._seen += data
+            # Empty deflate blocks decode to nothing: what is kept must not grow with them.
+            self._seen = self._seen + data if len(self._seen) < _MAX_SEEN else None
         try:
             yield from self._inflate(data)
         except zlib.error as exc:
@@ -71,10 +78,56 @@ class Inflater:
                 data = rest
 
 
-def inflater_for(encoding: str) -> Optional[Inflater]:
-    """An :class:`Inflater` for a ``Content-Encoding`` blazen decodes itself, else None."""
-    if encoding in ("gzip", "x-gzip"):
-        return Inflater(gzip=True)
-    if encoding == "deflate":
-        return Inflater(gzip=False)
-    return None
+class _Chain:
+    """Codings stacked on one body (``Content-Encoding: deflate, gzip``), undone in turn."""
+
+    __slots__ = ("_stages",)
+
+    def __init__(self, stages: list[Inflater]) -> None:
+        self._stages = stages  # the coding applied last comes first
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The decoded pieces of ``data``, each stage's output fed to the next piece by piece."""
+        return self._through(0, data)
+
+    def _through(self, stage: int, data: bytes) -> Iterator[bytes]:
+        if stage == len(self._stages):
+            yield data
+            return
+        for piece in self._stages[stage].feed(data):
+            yield from self._through(stage + 1, piece)
+
+
+class _Refused:
+    """A body in a coding blazen does not decode: reading it is a decode error, said plainly."""
+
+    __slots__ = ("_encoding",)
+
+    def __init__(self, encoding: str) -> None:
+        self._encoding = encoding
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """Raise urllib3's ``DecodeError`` naming the coding (blazen asked for identity)."""
+        msg = (
+            f"the body is encoded as {self._encoding!r}, which blazen does not decode (it "
+            "asks for identity; gzip and deflate are decoded)"
+        )
+        raise DecodeError(msg)
+
+
+def inflater_for(encoding: str) -> Optional[Union[Inflater, _Chain, _Refused]]:
+    """What decodes a body with this ``Content-Encoding`` header, or None for identity.
+
+    The header is a list, in the order the codings were applied; ``identity`` in it means
+    nothing. blazen decodes gzip and deflate itself (urllib3 would read the socket as long
+    as a decoder has no output, and it takes any name it does not know for deflate);
+    anything else is refused with an error that names it, rather than read as text.
+    """
+    codings = [c.strip().lower() for c in encoding.split(",")]
+    codings = [c for c in codings if c and c != "identity"]
+    if not codings:
+        return None
+    if len(codings) > _MAX_CODINGS or not _INFLATED.issuperset(codings):
+        return _Refused(encoding.strip())
+    stages = [Inflater(gzip=c != "deflate") for c in reversed(codings)]
+    return stages[0] if len(stages) == 1 else _Chain(stages)

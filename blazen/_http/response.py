@@ -6,6 +6,7 @@ layer never sees a ``requests.Response``: a change of HTTP library touches this 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
@@ -55,8 +56,7 @@ class Response:
         """
         resp = self._resp
         raw = resp.raw
-        encoding = self._encoding()
-        inflater = inflater_for(encoding) if hasattr(raw, "read1") else None
+        inflater = inflater_for(self.headers.get("Content-Encoding", ""))
         chunked = self._chunked_body()
         if chunked is not None:
             while True:
@@ -68,14 +68,13 @@ class Response:
                 else:
                     yield from inflater.feed(data)
         # iter_content on a close-delimited body waits for a full buffer; read1 returns
-        # whatever one recv gave. urllib3 >= 2 has read1; older versions expose
-        # http.client's response as _fp.
-        read1: Callable[[int], bytes] = getattr(raw, "read1", None) or raw._fp.read1  # type: ignore[union-attr]
-        if encoding not in ("", "identity") and hasattr(raw, "read1"):
-            # Raw for gzip and deflate (inflated below); urllib3 decodes anything else.
-            def read1(size: int, _read1: Any = raw.read1) -> bytes:
-                data: bytes = _read1(size, decode_content=inflater is None)
-                return data
+        # whatever one recv gave. urllib3 >= 2 has read1 (raw here: blazen decodes);
+        # older versions expose http.client's response, raw too, as _fp.
+        read1: Callable[[int], bytes]
+        if hasattr(raw, "read1"):
+            read1 = functools.partial(raw.read1, decode_content=False)
+        else:
+            read1 = raw._fp.read1  # type: ignore[union-attr]
 
         while True:
             if self._before_read is not None:
@@ -88,15 +87,10 @@ class Response:
             else:
                 yield from inflater.feed(data)
 
-    def _encoding(self) -> str:
-        return self.headers.get("Content-Encoding", "identity").strip().lower()
-
     def _chunked_body(self) -> Optional[ChunkedBody]:
         if self._chunked is None:
-            # A body blazen inflates itself (iter_bytes) is framed here too, raw.
-            inflated = inflater_for(self._encoding()) is not None
-            encoded = inflated and hasattr(self._resp.raw, "read1")
-            self._chunked = chunked_body(self._resp, encoded=encoded)
+            # blazen decodes every body itself (iter_bytes): it is framed here raw.
+            self._chunked = chunked_body(self._resp)
         return self._chunked
 
     def read_body(self, cap: int, provider: str, within: Optional[float] = None) -> str:
@@ -149,11 +143,12 @@ class Response:
         """Up to 64 KiB of an error response's body, decoded leniently; closes the response."""
         resp = self._resp
         try:
-            data = resp.raw.read(_ERROR_BODY_CAP, decode_content=True)
+            data = resp.raw.read(_ERROR_BODY_CAP, decode_content=False)
         except Exception:
             data = b""
         finally:
             resp.close()
+        data = _decoded(data, self.headers.get("Content-Encoding", ""), _ERROR_BODY_CAP)
         encoding = resp.encoding or "utf-8"
         try:
             return data.decode(encoding, errors="replace")
@@ -206,6 +201,21 @@ class Response:
         """Where a redirect points, if anywhere."""
         return self.headers.get("Location")
 
+
+def _decoded(data: bytes, encoding: str, cap: int) -> bytes:
+    """Up to ``cap`` bytes of ``data`` decoded; what decoded before an error, if one comes."""
+    inflater = inflater_for(encoding)
+    if inflater is None:
+        return data
+    out = bytearray()
+    try:
+        for piece in inflater.feed(data):
+            out += piece
+            if len(out) >= cap:
+                break
+    except Exception:
+        pass  # a body cut at the cap, or not what it claims: keep what it gave
+    return bytes(out[:cap])
 
 
 class _Budget:

@@ -181,7 +181,7 @@ async def complete_async(
         # the promise that no worker outlives the call, and a second cancel of the task
         # (wait_for's, say) or a second Ctrl-C must not skip the terminal still owed: each
         # step is idempotent, so an interrupt inside one starts it over.
-        for _ in range(INTERRUPT_RETRIES):
+        for _ in INTERRUPT_RETRIES:
             try:
                 delivery.interrupt(_how(exc))
                 waiting = asyncio.ensure_future(wait_exit())

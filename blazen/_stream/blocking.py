@@ -80,22 +80,22 @@ def complete_blocking(
         # error raised for want of on_error, a raising on_done) nothing is owed.
         # A second interrupt (Ctrl-C pressed twice) may land anywhere in here: every step
         # is idempotent, so it starts over, and the first interrupt is the one that
-        # propagates. (Inline, not a function: a call is where a signal handler runs.)
-        for _ in range(INTERRUPT_RETRIES):
-            try:
-                if delivery is None:
-                    if on_error is not None:
-                        on_error(not_started(_how(exc)))
-                else:
-                    delivery.interrupt(_how(exc))
-                    delivery.run.wait_exit()
-                    owed = delivery.owed()
-                    if owed is not None:
-                        delivery.settled = True
-                        owed.fn(*owed.args)
-                break
-            except BaseException:  # the next try starts the step over
-                continue
+        # propagates. A signal handler runs where a function starts or a call into C
+        # returns, so every call here is inside a try, the loop's own too: iterating a
+        # tuple calls nothing, and its jump back is covered by the outer try.
+        try:
+            for _ in INTERRUPT_RETRIES:
+                try:
+                    _settle(delivery, on_error, exc)
+                    break
+                except BaseException:  # the next try starts the step over
+                    continue
+        except BaseException:  # landed on the loop's jump back: one try more
+            # Not contextlib.suppress(): building it is a call, outside any try.
+            try:  # noqa: SIM105
+                _settle(delivery, on_error, exc)
+            except BaseException:
+                pass
         raise
     finally:
         for unsub in unsubscribe:
@@ -104,6 +104,25 @@ def complete_blocking(
             if not delivery.ended:
                 delivery.run.abort.abort()
             delivery.run.wait_exit()
+
+
+def _settle(
+    delivery: Optional[Delivery], on_error: Optional[ErrorCallback], exc: BaseException
+) -> None:
+    """After an interrupt: end the stream, wait for its worker, make the terminal still owed.
+
+    Every step is idempotent, and the terminal is marked made as it is called.
+    """
+    if delivery is None:
+        if on_error is not None:
+            on_error(not_started(_how(exc)))
+        return
+    delivery.interrupt(_how(exc))
+    delivery.run.wait_exit()
+    owed = delivery.owed()
+    if owed is not None:
+        delivery.settled = True
+        owed.fn(*owed.args)
 
 
 def _refuse_awaitable(result: Any, name: str) -> None:

@@ -59,8 +59,10 @@ __all__ = [
 ]
 
 #: How often a driver starts the steps after an interrupt over when interrupted again
-#: (Ctrl-C pressed twice); bounded, so a step failing for another reason cannot spin.
-INTERRUPT_RETRIES = 20
+#: (Ctrl-C pressed twice); bounded, so a step failing for another reason cannot spin. A
+#: tuple to loop over: iterating it calls nothing, and a signal handler runs at a call
+#: (``range()`` at the loop's head was a place where a second interrupt escaped).
+INTERRUPT_RETRIES = tuple(range(20))
 
 logger = logging.getLogger("blazen")
 
@@ -188,10 +190,13 @@ class Delivery:
         The driver then waits for the worker and calls :meth:`owed`: the caller gets exactly
         one terminal before the interrupt propagates, whatever moment it struck.
         """
+        # Built before deciding: a second interrupt landing in its constructor must not
+        # leave the stream ended with no outcome (and the caller with no terminal).
+        err = CancelledError(f"the stream was interrupted by {how}")
         with self._deciding:
             if not self.ended:
+                self.outcome = err
                 self.ended = True
-                self.outcome = CancelledError(f"the stream was interrupted by {how}")
         self.run.abort.abort()
 
     def owed(self) -> Optional[Call]:

@@ -7,6 +7,8 @@ import threading
 import weakref
 from typing import Any, Callable, Optional
 
+import attrs
+
 from .._cancel import CancelToken
 from .._http import Transport, shown_url, url_masks
 from .._types import CompletionRequest, CompletionResponse
@@ -157,6 +159,11 @@ class ChatModel:
             value = getattr(err, name, None)
             if isinstance(value, str) and value:
                 setattr(err, name, self.redact(value))
+        # An agent's error holds the conversation so far (AgentError.result): a key the
+        # server echoed into an answer, a signature or a tool's error is masked there too.
+        result = getattr(err, "result", None)
+        if result is not None and self._mentions_secret(result):
+            setattr(err, "result", self._masked(result))  # noqa: B010 (AgentError only)
         # Every exception reachable through __cause__ and __context__, both branches.
         stack: list[BaseException] = [err]
         seen: set[int] = set()
@@ -174,6 +181,34 @@ class ChatModel:
                     setattr(node, link, inner)
                 stack.append(inner)
         return err
+
+    def _mentions_secret(self, value: object) -> bool:
+        try:
+            text = repr(value)
+        except Exception:
+            return True
+        return any(secret in text for secret, _ in self._masks)
+
+    def _masked(self, value: Any) -> Any:
+        """``value`` with every secret masked: text, tuples of values, attrs values (as
+        copies), exceptions (as stand-ins); anything else is the caller's own, kept as is."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, BaseException):
+            if self._holds_secret(value):
+                return RedactedError.standing_in_for(value, self.redact)
+            return value
+        if type(value) is tuple:
+            return tuple(self._masked(v) for v in value)
+        if attrs.has(type(value)) and self._mentions_secret(value):
+            changes = {}
+            for field in attrs.fields(type(value)):
+                if field.init:
+                    # A private field is read through its public name (ToolCall's text).
+                    current = getattr(value, field.alias, getattr(value, field.name))
+                    changes[field.alias] = self._masked(current)
+            return attrs.evolve(value, **changes)
+        return value
 
     def _holds_secret(self, exc: BaseException) -> bool:
         try:

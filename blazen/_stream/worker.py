@@ -256,7 +256,13 @@ class Run:
                 self._raise_for_status(resp, status)
             if not self.stream:
                 body = resp.read_body(opts.max_event_bytes, wire.provider, within=opts.idle_timeout)
-                response = wire.parse_response(body)
+                try:
+                    response = wire.parse_response(body)
+                except BlazenError:
+                    raise
+                except _SHAPE_ERRORS as exc:
+                    # A body of the wrong shape, as a streamed payload would be: not a bug.
+                    raise malformed(wire.provider, _what_was_wrong(exc), body) from exc
                 finished = True
                 resp.release()
                 if self.req.output is not None:

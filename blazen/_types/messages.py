@@ -201,11 +201,15 @@ def _parts_tuple(parts: Iterable[ReasoningPart]) -> tuple[ReasoningPart, ...]:
     return tuple(parts)
 
 
-def _check_reasoning_parts(_self: Any, _attribute: Any, parts: tuple[Any, ...]) -> None:
+def _check_reasoning_parts(message: Any, _attribute: Any, parts: tuple[Any, ...]) -> None:
     for part in parts:
         if not isinstance(part, ReasoningPart):
             msg = f"reasoning_parts must hold ReasoningPart values, got {type(part).__name__}"
             raise TypeError(msg)
+    if parts and message.role != "assistant":
+        # Sent back in a user or tool turn, the provider would refuse the whole request.
+        msg = f"only an assistant turn has reasoning_parts, not a {message.role} message"
+        raise ValueError(msg)
 
 
 def _check_is_error(message: ChatMessage, _attribute: Any, is_error: Any) -> None:

@@ -12,8 +12,9 @@ import dataclasses
 import enum
 import json
 import logging
+import traceback
 from collections.abc import Mapping
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import attrs
 
@@ -37,14 +38,21 @@ class Job:
     tool: Tool
     #: The function's keyword arguments, converted to the types it declared.
     kwargs: dict[str, Any]
+    #: Masks the model's keys in what is logged of the tool (its arguments came from the
+    #: server, and an error may quote them).
+    redact: Callable[[str], str] = str
 
 
 def prepare(
-    calls: list[ToolCall], tools: Mapping[str, Tool], token: CancelToken
+    calls: list[ToolCall],
+    tools: Mapping[str, Tool],
+    token: CancelToken,
+    redact: Callable[[str], str] = str,
 ) -> list[Union[Job, ToolResult]]:
     """A job per valid call; an error result, for the model, per invalid one.
 
-    ``tools`` maps names to tools; ``token`` goes to each tool that takes a CancelToken.
+    ``tools`` maps names to tools; ``token`` goes to each tool that takes a CancelToken;
+    ``redact`` masks secrets in what is logged.
     """
     out: list[Union[Job, ToolResult]] = []
     for call in calls:
@@ -65,7 +73,7 @@ def prepare(
             continue
         if tool.cancel_parameter is not None:
             kwargs[tool.cancel_parameter] = token
-        out.append(Job(call, tool, kwargs))
+        out.append(Job(call, tool, kwargs, redact))
     return out
 
 
@@ -132,8 +140,12 @@ def _not_run(job: Job) -> ToolResult:
 
 
 def _raised(job: Job, exc: Exception) -> ToolResult:
+    # The traceback as text the model has masked: the tool may quote its arguments.
     logger.warning(
-        "tool %r raised %s: %s", job.tool.name, type(exc).__name__, safe_str(exc), exc_info=exc
+        "tool %r raised %s\n%s",
+        job.tool.name,
+        type(exc).__name__,
+        job.redact("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))),
     )
     return ToolResult(
         call=job.call,

@@ -196,7 +196,9 @@ class Agent:
             with operation_span("invoke_agent", self._span_attributes()):
                 result = self._drive(run)
         except RunFailed as failed:
-            error = failed.error
+            # The run's own errors (a tool's, a callback's, max_iterations) mask the
+            # model's keys as its streams' errors do.
+            error = self.model.scrub(failed.error)
         except KeyboardInterrupt:
             run.close(failed=True)
             if on_error is not None:
@@ -256,7 +258,7 @@ class Agent:
         return resp
 
     def _run_tools(self, run: AgentRun, calls: list[ToolCall]) -> list[ToolResult]:
-        jobs = prepare(calls, run.by_name, run.tool_token)
+        jobs = prepare(calls, run.by_name, run.tool_token, self.model.redact)
         for call in calls:
             run.callback("on_tool_call", run.on_tool_call, call)
         wake: queue.SimpleQueue[None] = queue.SimpleQueue()
@@ -340,7 +342,9 @@ class Agent:
             with operation_span("invoke_agent", self._span_attributes()):
                 result = await self._drive_async(run)
         except RunFailed as failed:
-            error = failed.error
+            # The run's own errors (a tool's, a callback's, max_iterations) mask the
+            # model's keys as its streams' errors do.
+            error = self.model.scrub(failed.error)
         except asyncio.CancelledError:
             run.close(failed=True)
             if on_error is not None:
@@ -392,7 +396,7 @@ class Agent:
 
     async def _run_tools_async(self, run: AgentRun, calls: list[ToolCall]) -> list[ToolResult]:
         loop = asyncio.get_running_loop()
-        jobs = prepare(calls, run.by_name, run.tool_token)
+        jobs = prepare(calls, run.by_name, run.tool_token, self.model.redact)
         for call in calls:
             await run.callback_async("on_tool_call", run.on_tool_call, call)
         gate = asyncio.Semaphore(self.tool_concurrency)

@@ -12,6 +12,7 @@ import asyncio
 import functools
 import logging
 import time
+import traceback
 from typing import Any, Callable, Optional, Protocol
 
 import attrs
@@ -360,7 +361,14 @@ class AgentRun:
             raise self._callback_failed(name, exc) from exc
 
     def _callback_failed(self, name: str, exc: Exception) -> RunFailed:
-        logger.error("%s raised %s; stopping the agent run", name, type(exc).__name__, exc_info=exc)
+        # The traceback as text the model has masked: a callback may quote what it was sent.
+        trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        logger.error(
+            "%s raised %s; stopping the agent run\n%s",
+            name,
+            type(exc).__name__,
+            self.settings.model.redact(trace),
+        )
         err = CallbackError(f"{name} raised {type(exc).__name__}: {exc}; the agent run was stopped")
         err.__cause__ = exc
         return RunFailed(err)

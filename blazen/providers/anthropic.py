@@ -524,10 +524,12 @@ class AnthropicWire:
                 text = block.get("thinking")
                 state.emit(None, text)
                 state.add_reasoning_part(_thinking_part(text or "", block.get("signature")))
-            elif btype == "redacted_thinking" and isinstance(block.get("data"), str):
-                state.add_reasoning_part(
-                    ReasoningPart(kind="redacted", data=block["data"], provider=WIRE)
-                )
+            elif btype == "redacted_thinking":
+                data = block.get("data")
+                if not isinstance(data, str) or not data:
+                    # As in a stream: dropped, the next turn would be refused without it.
+                    raise malformed(self.provider, "redacted_thinking has no data", body)
+                state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
             elif btype == "tool_use":
                 state.tool_delta(i, block.get("id"), block.get("name"), json.dumps(block["input"]))
         if state.raw_finish_reason == "refusal":

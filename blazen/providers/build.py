@@ -14,6 +14,9 @@ from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
 __all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
 
+#: What blazen itself writes in an OpenAI-format message: no reasoning_field may be one.
+_MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
+
 
 def resolve_key(provider: str, api_key: str, env_vars: tuple[str, ...], *, required: bool) -> str:
     """``api_key``, else the first of ``env_vars`` that is set; ``AuthError`` if required."""
@@ -122,6 +125,12 @@ def openai_format(
             f"back in (such as 'reasoning_content'), or None; got {reasoning_field!r}"
         )
         raise TypeError(msg)
+    if reasoning_field in _MESSAGE_FIELDS:
+        msg = (
+            f"reasoning_field={reasoning_field!r} would overwrite that field of every assistant "
+            "message; name the server's own reasoning field (such as 'reasoning_content')"
+        )
+        raise ValueError(msg)
     max_tokens_field = pop_option(options, "max_tokens_field", max_tokens_field, str)
     if max_tokens_field not in MAX_TOKENS_FIELDS:
         msg = (

@@ -348,7 +348,13 @@ class GeminiWire:
             if "functionCall" in part:
                 call = part["functionCall"]
                 args = call.get("args")
-                call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
+                call_id = call.get("id")
+                ids = state.scratch.setdefault("call_ids", set())
+                if not call_id or call_id in ids:
+                    # Each functionCall part is a whole call: one that repeats an id is
+                    # another call all the same (merged, its arguments would be two objects).
+                    call_id = f"call_{uuid.uuid4().hex[:24]}"
+                ids.add(call_id)
                 state.tool_delta(None, call_id, call.get("name"), json.dumps(args or {}))
                 if signature:
                     _close_thought(state, None)

@@ -242,6 +242,8 @@ class OpenAIWire:
         """Fold one ``data:`` payload into ``state``."""
         # Every payload but the last is a JSON object: only look closer at those that are not.
         if not data.startswith("{") and data.strip() == "[DONE]":
+            if "skipped" in state.scratch and not state.has_content and not state.raw_finish_reason:
+                raise self._no_choice_zero(state.scratch["skipped"])
             state.finished = True
             return None
         if event == "error":
@@ -268,6 +270,8 @@ class OpenAIWire:
         if len(choices) > 1 or choice.get("index"):
             choice = next((c for c in choices if not c.get("index")), None)
             if choice is None:
+                # Kept for the end: a stream that never says choice 0 is no empty answer.
+                state.scratch.setdefault("skipped", choices[0].get("index"))
                 return None
         delta = choice.get("delta") or {}
         content = delta.get("content")
@@ -301,6 +305,14 @@ class OpenAIWire:
         if refusal:
             return state.emit_refusal(refusal, content, reasoning)
         return state.emit(content, reasoning)
+
+    def _no_choice_zero(self, index: Any) -> ProviderError:
+        return ProviderError(
+            f"{self.provider} streamed its answer as choice {index!r} and never as choice 0, "
+            "the one blazen follows (a request asks for one answer): nothing of it was read",
+            provider=self.provider,
+            error_type="malformed_payload",
+        )
 
     def parse_response(self, body: str) -> CompletionResponse:
         """The response of a non-streaming request, folded through the same state."""
