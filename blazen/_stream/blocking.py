@@ -21,6 +21,8 @@ from .delivery import (
     Delivery,
     DoneCallback,
     ErrorCallback,
+    call_once,
+    new_gate,
     not_started,
 )
 from .events import Call, Deliver, Join, Stop, Wait, WorkerEvent
@@ -51,6 +53,7 @@ def complete_blocking(
     check_reentry(model)
     delivery: Optional[Delivery] = None
     unsubscribe: list[Callable[[], None]] = []
+    unstarted = new_gate()  # the terminal of a stream interrupted before it was set up
     try:
         # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
         events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
@@ -80,22 +83,28 @@ def complete_blocking(
         # error raised for want of on_error, a raising on_done) nothing is owed.
         # A second interrupt (Ctrl-C pressed twice) may land anywhere in here: every step
         # is idempotent, so it starts over, and the first interrupt is the one that
-        # propagates. (Inline, not a function: a call is where a signal handler runs.)
-        for _ in range(INTERRUPT_RETRIES):
+        # propagates. The terminal goes through a one-shot gate (call_once): made at most
+        # once, and still owed until it was entered.
+        # No call between the except and the try (no range(), no helper function): a call
+        # returning is where a signal handler runs, and one landing outside the try would
+        # propagate with the terminal unsaid. Only the loop's back edge is outside it, and
+        # reaching it again takes an interrupt already caught inside.
+        tries = INTERRUPT_RETRIES
+        while tries:
             try:
+                tries -= 1
                 if delivery is None:
                     if on_error is not None:
-                        on_error(not_started(_how(exc)))
+                        call_once(unstarted, on_error, (not_started(_how(exc)),))
                 else:
                     delivery.interrupt(_how(exc))
                     delivery.run.wait_exit()
                     owed = delivery.owed()
                     if owed is not None:
-                        delivery.settled = True
-                        owed.fn(*owed.args)
+                        delivery.call(owed)
                 break
             except BaseException:  # the next try starts the step over
-                continue
+                pass
         raise
     finally:
         for unsub in unsubscribe:
@@ -169,10 +178,10 @@ def _drive(
                         break
                 op = send(raised)
             elif isinstance(op, Call):
-                delivery.settled = True  # from here on an interrupt owes nothing
-                returned = op.fn(*op.args)
-                if returned is not None:
-                    _refuse_awaitable(returned, "on_done or on_error")
+                # Settled as the callback is entered, at most once: see call_once.
+                for returned in delivery.call(op):
+                    if returned is not None:
+                        _refuse_awaitable(returned, "on_done or on_error")
                 op = send(None)
             else:
                 if isinstance(op, Stop):
