@@ -10,6 +10,7 @@ timeout, a raising callback), it tears the socket down through the run's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -166,7 +167,11 @@ class Run:
 
     def _exit(self) -> None:
         self.exited = True
-        self._gone.release()
+        # Twice is possible: Thread.start can raise RuntimeError from threading's own
+        # waits broken by an interrupt after the thread did start (start() then ends the
+        # stream, and the worker exits later too). Released once is all a waiter needs.
+        with contextlib.suppress(RuntimeError):
+            self._gone.release()
 
     def start(self) -> None:
         """Start the worker; if no thread can be started, end the stream with an error."""
