@@ -135,10 +135,10 @@ async def complete_async(
                             break
                     op = steps.send(raised)
                 elif isinstance(op, Call):
-                    delivery.settled = True  # from here on an interrupt owes nothing
-                    result = op.fn(*op.args)
-                    if inspect.isawaitable(result):
-                        await result
+                    # Settled as it is entered, at most once (an interrupt owes nothing then).
+                    for result in delivery.call(op):
+                        if inspect.isawaitable(result):
+                            await result
                     op = steps.send(None)
                 else:
                     if isinstance(op, Stop):
@@ -164,8 +164,7 @@ async def complete_async(
             delivery.interrupt("the coroutine being closed")
             owed = delivery.owed()
             if owed is not None:
-                delivery.settled = True
-                _call_now(owed.fn, *owed.args)
+                _call_now(delivery.call, owed)
         elif on_error is not None:
             _call_now(on_error, not_started("the coroutine being closed"))
         raise
@@ -190,13 +189,12 @@ async def complete_async(
                         await asyncio.shield(waiting)
                 owed = delivery.owed()
                 if owed is not None:
-                    delivery.settled = True
-                    result = owed.fn(*owed.args)
-                    if inspect.isawaitable(result):
-                        await result
+                    for result in delivery.call(owed):
+                        if inspect.isawaitable(result):
+                            await result
                 break
             except BaseException:  # the first interrupt is the one that propagates
-                continue
+                pass
         raise
     finally:
         if entered is not None:

@@ -9,6 +9,7 @@ returns while the worker is still running.
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._cancel import CancelToken
@@ -21,6 +22,8 @@ from .delivery import (
     Delivery,
     DoneCallback,
     ErrorCallback,
+    call_once,
+    new_gate,
     not_started,
 )
 from .events import Call, Deliver, Join, Stop, Wait, WorkerEvent
@@ -51,6 +54,7 @@ def complete_blocking(
     check_reentry(model)
     delivery: Optional[Delivery] = None
     unsubscribe: list[Callable[[], None]] = []
+    unstarted = new_gate()  # the terminal of a stream interrupted before it was set up
     try:
         # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
         events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
@@ -80,20 +84,22 @@ def complete_blocking(
         # error raised for want of on_error, a raising on_done) nothing is owed.
         # A second interrupt (Ctrl-C pressed twice) may land anywhere in here: every step
         # is idempotent, so it starts over, and the first interrupt is the one that
-        # propagates. A signal handler runs where a function starts or a call into C
-        # returns, so every call here is inside a try, the loop's own too: iterating a
-        # tuple calls nothing, and its jump back is covered by the outer try.
+        # propagates. The terminal goes through a one-shot gate (call_once): made at most
+        # once, and still owed until it was entered. A signal handler runs where a function
+        # starts or a call into C returns, so every call here is inside a try, the loop's
+        # own too: iterating a tuple calls nothing, and its jump back is covered by the
+        # outer try.
         try:
             for _ in INTERRUPT_RETRIES:
                 try:
-                    _settle(delivery, on_error, exc)
+                    _settle(delivery, on_error, exc, unstarted)
                     break
                 except BaseException:  # the next try starts the step over
                     continue
         except BaseException:  # landed on the loop's jump back: one try more
             # Not contextlib.suppress(): building it is a call, outside any try.
             try:  # noqa: SIM105
-                _settle(delivery, on_error, exc)
+                _settle(delivery, on_error, exc, unstarted)
             except BaseException:
                 pass
         raise
@@ -107,22 +113,24 @@ def complete_blocking(
 
 
 def _settle(
-    delivery: Optional[Delivery], on_error: Optional[ErrorCallback], exc: BaseException
+    delivery: Optional[Delivery],
+    on_error: Optional[ErrorCallback],
+    exc: BaseException,
+    unstarted: Iterator[bool],
 ) -> None:
     """After an interrupt: end the stream, wait for its worker, make the terminal still owed.
 
-    Every step is idempotent, and the terminal is marked made as it is called.
+    Every step is idempotent, and the terminal's gate closes as it is entered.
     """
     if delivery is None:
         if on_error is not None:
-            on_error(not_started(_how(exc)))
+            call_once(unstarted, on_error, (not_started(_how(exc)),))
         return
     delivery.interrupt(_how(exc))
     delivery.run.wait_exit()
     owed = delivery.owed()
     if owed is not None:
-        delivery.settled = True
-        owed.fn(*owed.args)
+        delivery.call(owed)
 
 
 def _refuse_awaitable(result: Any, name: str) -> None:
@@ -188,10 +196,10 @@ def _drive(
                         break
                 op = send(raised)
             elif isinstance(op, Call):
-                delivery.settled = True  # from here on an interrupt owes nothing
-                returned = op.fn(*op.args)
-                if returned is not None:
-                    _refuse_awaitable(returned, "on_done or on_error")
+                # Settled as the callback is entered, at most once: see call_once.
+                for returned in delivery.call(op):
+                    if returned is not None:
+                        _refuse_awaitable(returned, "on_done or on_error")
                 op = send(None)
             else:
                 if isinstance(op, Stop):

@@ -20,7 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from itertools import compress, starmap
+from operator import length_hint
 from traceback import format_exception
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
@@ -55,6 +57,8 @@ __all__ = [
     "Delivery",
     "DoneCallback",
     "ErrorCallback",
+    "call_once",
+    "new_gate",
     "not_started",
 ]
 
@@ -69,6 +73,25 @@ logger = logging.getLogger("blazen")
 ChunkCallback = Callable[[StreamChunk], Any]
 DoneCallback = Callable[[str, Optional[TokenUsage]], Any]
 ErrorCallback = Callable[[BlazenError], Any]
+
+
+def new_gate() -> Iterator[bool]:
+    """A one-shot gate for :func:`call_once`: open until one call has gone through it."""
+    return iter((True,))
+
+
+def call_once(gate: Iterator[bool], fn: Callable[..., Any], args: tuple[Any, ...]) -> list[Any]:
+    """Call ``fn(*args)`` unless ``gate`` has let a call through; ``[its result]`` or ``[]``.
+
+    The gate closing and the call starting are one C-level operation (``list`` draining
+    ``starmap`` over ``compress``: compress takes the gate's only item, then starmap calls
+    ``fn``, with no Python bytecode in between), so no signal handler can raise between
+    them: an interrupt either lands before (the gate is open, the call is still owed and
+    a retry makes it) or after the callback was entered (the call was made; a retry finds
+    the gate closed and makes none). A flag set just before the call would leave a gap
+    where an interrupt loses the terminal; set just after, one where it doubles it.
+    """
+    return list(starmap(fn, compress((args,), gate)))
 
 
 def not_started(how: str) -> CancelledError:
@@ -106,8 +129,8 @@ class Delivery:
         self.ended = False
         #: What was decided: the response, or the error (before its partial text is known).
         self.outcome: Optional[Union[CompletionResponse, BlazenError]] = None
-        #: The terminal callback has been called: drivers set it as they make the Call.
-        self.settled = False
+        # Closed as the terminal callback is entered (see call_once, settled).
+        self._gate = new_gate()
         #: A cancel token fired: from then on no chunk is delivered, and the stream ends
         #: cancelled even if the worker's done is already queued behind the chunks.
         self.cancelled = False
@@ -160,6 +183,18 @@ class Delivery:
             else:
                 span.succeeded(outcome)
 
+    @property
+    def settled(self) -> bool:
+        """The terminal callback has been entered (:meth:`call` makes it, at most once)."""
+        return length_hint(self._gate) == 0
+
+    def call(self, call: Call) -> list[Any]:
+        """Make the terminal ``call`` unless one was made: ``[its result]`` or ``[]``.
+
+        Safe to retry after an interrupt anywhere: see :func:`call_once`.
+        """
+        return call_once(self._gate, call.fn, call.args)
+
     def subscribe(self) -> list[Callable[[], None]]:
         """Make every cancel token wake the caller; returns the unsubscribers."""
         return [t.subscribe(self._cancelled) for t in self.tokens]
@@ -190,8 +225,10 @@ class Delivery:
         The driver then waits for the worker and calls :meth:`owed`: the caller gets exactly
         one terminal before the interrupt propagates, whatever moment it struck.
         """
-        # Built before deciding: a second interrupt landing in its constructor must not
-        # leave the stream ended with no outcome (and the caller with no terminal).
+        # Built before the lock: constructing it runs Python code, where a second interrupt
+        # may land, and ``ended`` must never be True while ``outcome`` is still None (the
+        # retry would then find the stream ended and nothing owed). Outcome first, then
+        # ended: two attribute stores, with no call in between.
         err = CancelledError(f"the stream was interrupted by {how}")
         with self._deciding:
             if not self.ended:
@@ -202,8 +239,8 @@ class Delivery:
     def owed(self) -> Optional[Call]:
         """The terminal callback still owed after an interrupt (the worker has exited).
 
-        It changes nothing, so an interrupt while it runs can ask again: the caller sets
-        :attr:`settled` as it makes the call.
+        It changes nothing, so an interrupt while it runs can ask again: the caller makes
+        the call with :meth:`call`, which makes it at most once.
         """
         if self.settled:
             return None
@@ -300,8 +337,8 @@ class Delivery:
             if not self.ended:
                 if self.cancelled and not isinstance(outcome, CancelledError):
                     outcome = self.cancel_error()
+                self.outcome = outcome  # before ended: see interrupt
                 self.ended = True
-                self.outcome = outcome
             assert self.outcome is not None
             return self.outcome
 
@@ -311,9 +348,9 @@ class Delivery:
         err = decided
         yield STOP if stop else JOIN
         err = self.finish(err)
-        self._end_span(err)
-        # Not settled here: the driver settles a Call as it makes it, so an interrupt at
-        # any moment before (while the error is scrubbed, say) still finds it owed.
+        # Not settled here: the driver's Delivery.call settles as it enters the callback,
+        # so an interrupt at any moment before (while the error is scrubbed, say) still
+        # finds it owed.
         if self.on_error is None:
             raise err from err.__cause__
         yield Call(self.on_error, (err,))

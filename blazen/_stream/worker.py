@@ -10,10 +10,12 @@ timeout, a raising callback), it tears the socket down through the run's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import queue
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Callable
@@ -99,13 +101,17 @@ class Run:
     """One request: its worker thread, its abort handle, and where its events go."""
 
     __slots__ = (
+        "_gone",
+        "_patience",
         "abort",
+        "began",
         "delivered",
         "exited",
         "model",
         "put",
         "queued",
         "req",
+        "starting",
         "state",
         "stream",
         "thread",
@@ -130,10 +136,24 @@ class Run:
         self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
         #: Handed to the starter thread (asyncio callers), which will start it.
         self.queued = False
-        #: Set as the worker's very last act.
-        self.exited = threading.Event()
+        #: Thread.start has been asked for (a thread may exist from then on).
+        self.starting = False
+        #: The worker has begun its work (its first act): from then on it exits on its own.
+        self.began = False
+        #: The worker will touch nothing of the caller's any more (its last act but one).
+        self.exited = False
+        # Held from here until the worker's last act releases it (a plain lock may be
+        # released by any thread). The caller waits on it, never on a threading.Event:
+        # Event and Condition are Python code, and a signal handler raising inside them on
+        # the caller's thread can leave their lock held for good, so that the next wait
+        # (or the worker's set()) blocks forever. Lock.acquire is one C call.
+        self._gone = threading.Lock()
+        self._gone.acquire()
+        # How long, over all wait_exit calls, a worker that has not begun is waited for.
+        self._patience = _UNBEGUN_WAIT
 
     def _work(self) -> None:
+        self.began = True
         try:
             self._attempts()
         except BaseException as exc:
@@ -141,11 +161,22 @@ class Run:
             err.__cause__ = exc
             self.post(Failed(err))
         finally:
-            self.post(EXIT)
-            self.exited.set()
+            try:
+                self.post(EXIT)
+            finally:
+                self._exit()
+
+    def _exit(self) -> None:
+        self.exited = True
+        # Twice is possible: Thread.start can raise RuntimeError from threading's own
+        # waits broken by an interrupt after the thread did start (start() then ends the
+        # stream, and the worker exits later too). Released once is all a waiter needs.
+        with contextlib.suppress(RuntimeError):
+            self._gone.release()
 
     def start(self) -> None:
         """Start the worker; if no thread can be started, end the stream with an error."""
+        self.starting = True
         try:
             self.thread.start()
         except RuntimeError as exc:  # "can't start new thread": out of threads or memory
@@ -155,23 +186,37 @@ class Run:
             )
             self.post(Failed(err))
             self.post(EXIT)
-            self.exited.set()
+            self._exit()
 
     def wait_exit(self) -> None:
-        """Wait until the worker has exited, or return if it was never started.
+        """Wait until the worker has exited, or return if it can no longer do anything.
 
-        Not ``Thread.join`` alone: a KeyboardInterrupt inside ``join`` leaves CPython sure
-        the thread has stopped while it still runs, and a second join returns at once. An
-        interrupted ``Event.wait`` can simply be waited out again.
+        Safe to interrupt anywhere and to call again, and it never waits forever: the
+        caller's thread only ever blocks in bounded ``Lock.acquire`` calls (C code, which
+        a signal handler's exception leaves consistent) and reads plain flags.
+
+        - The worker's last act releases :attr:`_gone`: the wait returns on :attr:`exited`,
+          even if an interrupt left the lock taken by this thread (no ``Thread.join``: an
+          interrupted join leaves CPython sure a running thread has stopped).
+        - A worker that never began (``Thread.start`` interrupted before the thread ran, or
+          the thread stuck in threading's own start hand-off) is waited for a moment, then
+          left to itself if the run is aborted: it sends nothing once it begins.
+        - A worker thread that is gone without its last act (killed at shutdown) is gone.
         """
+        gone = self._gone
         thread = self.thread
-        # Interrupted before (or while) starting it? A thread that was started has an
-        # ident within moments; one that never was has nothing to wait for.
-        if thread.ident is None and not self.exited.wait(0.25) and thread.ident is None:
-            return
-        self.exited.wait()
-        if thread.ident is not None:  # it may never have started (see start)
-            thread.join()
+        if not self.starting:
+            return  # interrupted before Thread.start was even asked for: no thread
+        while not self.exited:
+            if not self.began and self.abort.aborted and self._patience <= 0:
+                return
+            if gone.acquire(timeout=_EXIT_POLL):
+                gone.release()  # another wait_exit (or a retry) may ask again
+                continue
+            if not self.began:
+                self._patience -= _EXIT_POLL
+            elif not self.exited and not _thread_alive(thread):
+                return
 
     def post(self, item: WorkerEvent) -> None:
         """Hand ``item`` to the caller; if nobody listens any more, end the stream."""
@@ -385,6 +430,19 @@ class Run:
 # What a payload of the wrong shape raises inside a fold: a missing key, a number where
 # text belongs, nesting deep enough to exhaust the recursion limit.
 _SHAPE_ERRORS = (LookupError, TypeError, AttributeError, ValueError, RecursionError)
+
+
+#: How long one bounded wait for the worker's exit lasts before the flags are read again.
+_EXIT_POLL = 0.05
+#: How long an aborted worker that has not begun is waited for before it is left to itself.
+_UNBEGUN_WAIT = 0.1
+
+
+def _thread_alive(thread: threading.Thread) -> bool:
+    # Asked of the interpreter, not of Thread.is_alive(), which an interrupt inside a join
+    # (or inside is_alive itself) can leave wrong. Only asked after a bounded wait ran out.
+    ident = thread.ident
+    return ident is not None and ident in sys._current_frames()
 
 
 def _what_was_wrong(exc: BaseException) -> str:
