@@ -348,6 +348,7 @@ class Delivery:
         err = decided
         yield STOP if stop else JOIN
         err = self.finish(err)
+        self._end_span(err)
         # Not settled here: the driver's Delivery.call settles as it enters the callback,
         # so an interrupt at any moment before (while the error is scrubbed, say) still
         # finds it owed.
