@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -165,3 +166,17 @@ def model_for(
 def thread_count() -> int:
     """Live threads, but for blazen's starter thread, which exits on its own idle timer."""
     return sum(t.name != "blazen-starter" for t in threading.enumerate())
+
+
+@pytest.fixture
+def unraisables(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """For signal storms: what Python reports as unraisable, kept out of pytest's hands.
+
+    A signal handler's exception landing in a garbage collector's callback is "ignored" by
+    Python (reported as unraisable), and one landing inside pytest's own unraisable hook
+    makes pytest fail the test. Neither reached blazen. They are kept in a C method, where
+    no signal can land.
+    """
+    caught: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", caught.append)
+    return caught

@@ -251,7 +251,7 @@ class Deadline(Exception):
 # A signal landing in a collector's weakref callback is "ignored" by Python itself (reported
 # as unraisable): it never reached blazen, so it is no failure of this test.
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal():
+def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal(unraisables):
     """Ctrl-C pressed twice (here: two SIGALRMs 0.7 ms apart) still gives on_error exactly once.
 
     The handler already waits for the worker "even through a second interrupt"; a second

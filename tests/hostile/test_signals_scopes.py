@@ -98,7 +98,9 @@ def test_a_sigterm_handler_calling_sys_exit_ends_the_stream_with_one_terminal(
 
 @needs_signals
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_signal_after_the_last_chunk_still_gives_exactly_one_terminal(server, restore_signals):
+def test_a_signal_after_the_last_chunk_still_gives_exactly_one_terminal(
+    server, restore_signals, unraisables
+):
     """A handler raising at a random moment of a short stream: one terminal, every time.
 
     The callbacks are C methods, so the signal cannot land inside them: a raise inside the
