@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -180,3 +181,22 @@ def unraisables(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     caught: list[object] = []
     monkeypatch.setattr(sys, "unraisablehook", caught.append)
     return caught
+
+
+def text_reply(provider: str) -> Reply:
+    """The provider's recorded plain-text stream, as a reply of the test server."""
+    return Reply.sse(fixture_bytes(provider, "text.sse"))
+
+
+def blazen_request_body(provider: str, req: blazen.CompletionRequest) -> dict[str, Any]:
+    """The JSON body blazen sends for ``req`` to ``provider`` ("anthropic" or "openai")."""
+    with StreamServer([text_reply(provider)]) as server:
+        if provider == "anthropic":
+            model = blazen.Providers.anthropic(api_key="k", base_url=server.url, max_retries=0)
+        else:
+            model = blazen.Providers.openai(api_key="k", base_url=server.base_url, max_retries=0)
+        errors: list[Any] = []
+        blazen.Streaming.complete(model, req, on_error=errors.append)
+        assert errors == []
+        body: dict[str, Any] = server.requests[0].json()
+        return body

@@ -15,37 +15,19 @@ from typing import Any
 import anthropic
 import openai
 
-import blazen
-from blazen import Llm, Streaming
-from blazen.testing import Reply, StreamServer
+from blazen import Llm
+from blazen.testing import StreamServer
 
-from .conftest import fixture_bytes
+from .conftest import blazen_request_body, text_reply
 
 PDF = b"%PDF-1.4\n% blazen differential document\n" + bytes(range(256))
 WAV = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00" + bytes(range(64))
 PDF_URL = "https://example.com/papers/attention.pdf"
 
 
-def _reply(provider: str) -> Reply:
-    return Reply.sse(fixture_bytes(provider, "text.sse"))
-
-
-def _blazen_body(provider: str, req: blazen.CompletionRequest) -> dict[str, Any]:
-    with StreamServer([_reply(provider)]) as server:
-        if provider == "anthropic":
-            model = blazen.Providers.anthropic(api_key="k", base_url=server.url, max_retries=0)
-        else:
-            model = blazen.Providers.openai(api_key="k", base_url=server.base_url, max_retries=0)
-        errors: list[Any] = []
-        Streaming.complete(model, req, on_error=errors.append)
-        assert errors == []
-        body: dict[str, Any] = server.requests[0].json()
-        return body
-
-
 def _openai_sdk_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
     with (
-        StreamServer([_reply("openai")]) as server,
+        StreamServer([text_reply("openai")]) as server,
         openai.OpenAI(api_key="k", base_url=server.base_url, max_retries=0) as client,
     ):
         for _ in client.chat.completions.create(
@@ -61,7 +43,7 @@ def _openai_sdk_body(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _anthropic_sdk_body(**kwargs: Any) -> dict[str, Any]:
     with (
-        StreamServer([_reply("anthropic")]) as server,
+        StreamServer([text_reply("anthropic")]) as server,
         anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0) as client,
     ):
         for _ in client.messages.create(model="claude-x", max_tokens=1024, stream=True, **kwargs):
@@ -93,7 +75,7 @@ def test_openai_pdf_file_part_matches_the_openai_sdk(tmp_path):
         ]
     )
     msg = Llm.user("Summarise the paper.", attachments=[Llm.document(path)])
-    _field_by_field(_blazen_body("openai", Llm.completion_request([msg])), sdk)
+    _field_by_field(blazen_request_body("openai", Llm.completion_request([msg])), sdk)
 
 
 def test_openai_input_audio_matches_the_openai_sdk():
@@ -113,7 +95,7 @@ def test_openai_input_audio_matches_the_openai_sdk():
         ]
     )
     msg = Llm.user("Transcribe this.", attachments=[Llm.audio(WAV, format="wav")])
-    _field_by_field(_blazen_body("openai", Llm.completion_request([msg])), sdk)
+    _field_by_field(blazen_request_body("openai", Llm.completion_request([msg])), sdk)
 
 
 def test_anthropic_pdf_matches_the_anthropic_sdk_encoding_the_file_itself(tmp_path):
@@ -136,7 +118,7 @@ def test_anthropic_pdf_matches_the_anthropic_sdk_encoding_the_file_itself(tmp_pa
         ]
     )
     msg = Llm.user("Summarise the paper.", attachments=[Llm.document(path)])
-    ours = _blazen_body(
+    ours = blazen_request_body(
         "anthropic", Llm.completion_request([msg], model="claude-x", max_tokens=1024)
     )
     _field_by_field(ours, sdk)
@@ -166,7 +148,7 @@ def test_anthropic_document_url_and_text_match_the_anthropic_sdk():
         Llm.document(b"Notes.", media_type="text/plain", filename="notes.txt"),
     ]
     msg = Llm.user("Compare them.", attachments=docs)
-    ours = _blazen_body(
+    ours = blazen_request_body(
         "anthropic", Llm.completion_request([msg], model="claude-x", max_tokens=1024)
     )
     _field_by_field(ours, sdk)
@@ -216,4 +198,4 @@ def test_anthropic_cache_control_matches_the_anthropic_sdk():
         model="claude-x",
         max_tokens=1024,
     )
-    _field_by_field(_blazen_body("anthropic", req), sdk)
+    _field_by_field(blazen_request_body("anthropic", req), sdk)

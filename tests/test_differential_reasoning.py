@@ -7,43 +7,23 @@ field.
 
 from __future__ import annotations
 
-from typing import Any
-
 import anthropic
 import openai
 import pytest
 
-import blazen
-from blazen import Llm, Streaming
-from blazen.testing import Reply, StreamServer
+from blazen import Llm
+from blazen.testing import StreamServer
 
-from .conftest import fixture_bytes
+from .conftest import blazen_request_body, text_reply
 
 TEXT = "Think, then answer: is 97 prime?"
-
-
-def _reply(provider: str) -> Reply:
-    return Reply.sse(fixture_bytes(provider, "text.sse"))
-
-
-def _blazen_body(provider: str, req: blazen.CompletionRequest) -> dict[str, Any]:
-    with StreamServer([_reply(provider)]) as server:
-        if provider == "anthropic":
-            model = blazen.Providers.anthropic(api_key="k", base_url=server.url, max_retries=0)
-        else:
-            model = blazen.Providers.openai(api_key="k", base_url=server.base_url, max_retries=0)
-        errors: list[Any] = []
-        Streaming.complete(model, req, on_error=errors.append)
-        assert errors == []
-        body: dict[str, Any] = server.requests[0].json()
-        return body
 
 
 @pytest.mark.parametrize("effort", ["low", "medium", "high"])
 def test_openai_reasoning_request_matches_the_openai_sdk(effort):
     """max_completion_tokens and reasoning_effort go out as the openai SDK sends them."""
     with (
-        StreamServer([_reply("openai")]) as server,
+        StreamServer([text_reply("openai")]) as server,
         openai.OpenAI(api_key="k", base_url=server.base_url, max_retries=0) as client,
     ):
         for _ in client.chat.completions.create(
@@ -56,7 +36,7 @@ def test_openai_reasoning_request_matches_the_openai_sdk(effort):
         ):
             pass
         sdk = server.requests[0].json()
-    ours = _blazen_body(
+    ours = blazen_request_body(
         "openai",
         Llm.completion_request([Llm.user(TEXT)], max_tokens=300, reasoning_effort=effort),
     )
@@ -67,7 +47,7 @@ def test_openai_reasoning_request_matches_the_openai_sdk(effort):
 def test_anthropic_thinking_request_matches_the_anthropic_sdk():
     """thinking with budget_tokens, below max_tokens, goes out as the anthropic SDK sends it."""
     with (
-        StreamServer([_reply("anthropic")]) as server,
+        StreamServer([text_reply("anthropic")]) as server,
         anthropic.Anthropic(api_key="k", base_url=server.url, max_retries=0) as client,
     ):
         for _ in client.messages.create(
@@ -79,7 +59,7 @@ def test_anthropic_thinking_request_matches_the_anthropic_sdk():
         ):
             pass
         sdk = server.requests[0].json()
-    ours = _blazen_body(
+    ours = blazen_request_body(
         "anthropic",
         Llm.completion_request(
             [Llm.user(TEXT)], max_tokens=8000, reasoning_budget=2048, model="claude-x"
