@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen._cancel",
         "blazen._llm",
         "blazen._telemetry",
+        "blazen._pricing",
     ),
     ("blazen._http",),
     ("blazen._stream",),

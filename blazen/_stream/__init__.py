@@ -12,6 +12,7 @@ from __future__ import annotations
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .embedding import EmbeddingBatch, EmbeddingWire
 from .lifecycle import init, shutdown
 from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
@@ -27,6 +28,8 @@ __all__ = [
     "ChunkSink",
     "DoneCallback",
     "DoneSink",
+    "EmbeddingBatch",
+    "EmbeddingWire",
     "ErrorCallback",
     "ErrorSink",
     "ModelOptions",

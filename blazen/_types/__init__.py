@@ -24,6 +24,7 @@ from .completion import (
     TokenUsage,
     stream_chunk,
 )
+from .embedding import EmbeddingResponse, Vector
 from .frozen import FrozenInstanceError, immutable
 from .messages import (
     AUDIO_FORMATS,
@@ -47,6 +48,7 @@ __all__ = [
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
+    "EmbeddingResponse",
     "FrozenInstanceError",
     "ImagePart",
     "ReasoningPart",
@@ -56,6 +58,7 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "Vector",
     "immutable",
     "stream_chunk",
     "tool_call_snapshot",
