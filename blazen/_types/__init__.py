@@ -22,6 +22,7 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    server_tool_chunk,
     stream_chunk,
 )
 from .frozen import FrozenInstanceError, immutable
@@ -36,6 +37,7 @@ from .messages import (
     ReasoningPart,
     TextPart,
 )
+from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -43,13 +45,18 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
     "FrozenInstanceError",
     "ImagePart",
+    "ProviderItem",
     "ReasoningPart",
+    "ServerTool",
+    "ServerToolEvent",
+    "StopDetails",
     "StreamChunk",
     "TextPart",
     "TokenUsage",
@@ -57,6 +64,7 @@ __all__ = [
     "ToolCalls",
     "ToolDefinition",
     "immutable",
+    "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",
     "tool_calls_view",
