@@ -33,6 +33,7 @@ from ._types import (
     ToolCall,
     ToolCalls,
     ToolDefinition,
+    VideoPart,
 )
 from ._version import __version__
 from .errors import (
@@ -120,6 +121,7 @@ __all__ = [
     "ToolResult",
     "UnsupportedError",
     "ValidationError",
+    "VideoPart",
     "Workflow",
     "WorkflowError",
     "WorkflowResult",

@@ -36,6 +36,7 @@ from .messages import (
     ImagePart,
     ReasoningPart,
     TextPart,
+    VideoPart,
 )
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 
@@ -63,6 +64,7 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "VideoPart",
     "immutable",
     "server_tool_chunk",
     "stream_chunk",
