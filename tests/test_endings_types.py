@@ -15,7 +15,6 @@ from blazen._stream.finish import FINISH_REASONS, finish_reason_table, normalise
 from blazen.sinks.codec import decode, encode_chunk
 
 
-
 def build(provider: str, req: blazen.CompletionRequest) -> object:
     """What ``provider``'s wire format builds for ``req`` (raises what it refuses)."""
     factory = getattr(blazen.Providers, provider)
