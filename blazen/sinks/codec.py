@@ -4,7 +4,9 @@ An event is ``(kind, args)``, the block handler's arguments: ``("chunk", (chunk,
 ``("done", (finish_reason, usage))`` or ``("error", (err,))``. Its JSON object::
 
     {"kind": "chunk", "content": "Hel", "reasoning": "...", "refusal": "...",
-     "tool_calls": [["call_1", "get_weather", "{\\"city\\": "]], "final": true}
+     "tool_calls": [["call_1", "get_weather", "{\\"city\\": "]], "final": true,
+     "server_tool": {"provider": "anthropic", "name": "web_search", "status": "running",
+                     "id": "srvtoolu_1", "raw": {...}}}
     {"kind": "done", "finish_reason": "stop", "usage": {"prompt_tokens": 5, ...}}
     {"kind": "error", "error": {"class": "RateLimitError", "kind": "rate_limit",
      "message": "...", "status": 429, "retry_after": 2.0, "partial": "Hel", ...}}
@@ -24,7 +26,7 @@ from typing import Any, Optional
 import attrs
 
 from .. import errors
-from .._types import StreamChunk, TokenUsage, ToolCall
+from .._types import ServerToolEvent, StreamChunk, TokenUsage, ToolCall
 from ..errors import BlazenError, ValidationError
 
 __all__ = [
@@ -61,6 +63,15 @@ def encode_chunk(chunk: StreamChunk) -> dict[str, Any]:
         obj["tool_calls"] = [[c.id, c.name, c.arguments_json] for c in chunk.tool_calls]
     if chunk.is_final:
         obj["final"] = True
+    tool = chunk.server_tool
+    if tool is not None:
+        obj["server_tool"] = {
+            "provider": tool.provider,
+            "name": tool.name,
+            "status": tool.status,
+            "id": tool.id,
+            "raw": tool.raw,
+        }
     return obj
 
 
@@ -116,6 +127,18 @@ def _error(body: dict[str, Any]) -> BlazenError:
     return err
 
 
+def _server_tool(obj: Any) -> Optional[ServerToolEvent]:
+    if obj is None:
+        return None
+    return ServerToolEvent(
+        provider=obj["provider"],
+        name=obj["name"],
+        status=obj["status"],
+        id=obj.get("id"),
+        raw=obj.get("raw"),
+    )
+
+
 def decode(obj: Any) -> Event:
     """A JSON object back to ``(kind, args)`` with real values; ``ValidationError`` if malformed."""
     try:
@@ -127,6 +150,7 @@ def decode(obj: Any) -> Event:
                 refusal_delta=obj.get("refusal"),
                 tool_calls=tuple(ToolCall(i, n, a) for i, n, a in obj.get("tool_calls") or ()),
                 is_final=bool(obj.get("final")),
+                server_tool=_server_tool(obj.get("server_tool")),
             )
             return "chunk", (chunk,)
         if kind == "done":
