@@ -4,7 +4,8 @@ Every writer of events writes the same object for the same event (version ``"v":
 
     {"v": 1, "kind": "chunk", "content": "Hel", "reasoning": "...", "refusal": "...",
      "tool_calls": [{"id": "call_1", "name": "get_weather", "arguments": "{\\"city\\": "}],
-     "is_final": true}
+     "is_final": true, "server_tool": {"provider": "anthropic", "name": "web_search",
+     "status": "running", "id": "srvtoolu_1", "raw": {...}}}
     {"v": 1, "kind": "done", "finish_reason": "stop", "usage": {"prompt_tokens": 5, ...}}
     {"v": 1, "kind": "error", "error": {"type": "RateLimitError", "kind": "rate_limit",
      "message": "...", "status": 429, "retry_after": 2.0, "provider": "openai",
@@ -41,7 +42,7 @@ from typing import Any, Optional, Union
 import attrs
 
 from . import errors
-from ._types import StreamChunk, TokenUsage, ToolCall
+from ._types import ServerToolEvent, StreamChunk, TokenUsage, ToolCall
 from .errors import BlazenError, ValidationError
 
 __all__ = [
@@ -127,6 +128,15 @@ def encode_chunk(chunk: StreamChunk) -> dict[str, Any]:
         ]
     if chunk.is_final:
         obj["is_final"] = True
+    tool = chunk.server_tool
+    if tool is not None:
+        obj["server_tool"] = {
+            "provider": tool.provider,
+            "name": tool.name,
+            "status": tool.status,
+            "id": tool.id,
+            "raw": tool.raw,
+        }
     return obj
 
 
@@ -286,6 +296,23 @@ def _usage(value: Any) -> Optional[TokenUsage]:
         raise TypeError("an object of whole token counts of at least 0") from None
 
 
+def _server_tool(value: Any) -> Optional[ServerToolEvent]:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise TypeError('an object {"provider", "name", "status", "id", "raw"} or null')
+    try:
+        return ServerToolEvent(
+            provider=value.get("provider"),
+            name=value.get("name"),
+            status=value.get("status"),
+            id=value.get("id"),
+            raw=value.get("raw"),
+        )
+    except (TypeError, ValueError):
+        raise TypeError("a server tool event with a provider, name and status") from None
+
+
 _Check = Callable[[Any], Any]
 
 #: Chunk fields: JSON name (and its version-0 name), StreamChunk field, check.
@@ -295,6 +322,7 @@ _CHUNK: tuple[tuple[str, str, str, _Check], ...] = (
     ("refusal", "refusal", "refusal_delta", _opt_str),
     ("tool_calls", "tool_calls", "tool_calls", _tool_calls),
     ("is_final", "final", "is_final", lambda v: v is not None and _bool(v)),
+    ("server_tool", "server_tool", "server_tool", _server_tool),
 )
 
 #: Error body fields: JSON name, check (applied to the value, None when absent).
