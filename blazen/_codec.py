@@ -303,9 +303,9 @@ def _server_tool(value: Any) -> Optional[ServerToolEvent]:
         raise TypeError('an object {"provider", "name", "status", "id", "raw"} or null')
     try:
         return ServerToolEvent(
-            provider=value.get("provider"),
-            name=value.get("name"),
-            status=value.get("status"),
+            provider=_str(value.get("provider")),
+            name=_str(value.get("name")),
+            status=_str(value.get("status")),
             id=value.get("id"),
             raw=value.get("raw"),
         )
