@@ -31,7 +31,8 @@ from .docs_server import respond
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PAGES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
-LANGUAGES = {"python", "sh", "text"}
+# text and json blocks show output and data, not code to run.
+LANGUAGES = {"python", "sh", "text", "json"}
 FENCE = re.compile(r"^```(\S*)\s*$")
 DIRECTIVE = re.compile(r"^<!-- test: (skip \(.+\)|needs redis|needs local) -->$")
 
@@ -173,7 +174,7 @@ def test_the_shell_blocks_run(block, docs_server, tmp_path):
 
 
 def test_every_block_is_in_a_language_the_test_knows():
-    """A block in another language would silently escape the run: each is python, sh or text."""
+    """A block in another language would silently escape the run: each is a known one."""
     assert {b.lang for b in ALL} <= LANGUAGES, [b.where for b in ALL if b.lang not in LANGUAGES]
 
 
