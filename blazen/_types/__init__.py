@@ -22,6 +22,7 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    server_tool_chunk,
     stream_chunk,
 )
 from .embedding import EmbeddingResponse, Vector
@@ -36,7 +37,9 @@ from .messages import (
     ImagePart,
     ReasoningPart,
     TextPart,
+    VideoPart,
 )
+from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -44,6 +47,7 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
@@ -51,15 +55,21 @@ __all__ = [
     "EmbeddingResponse",
     "FrozenInstanceError",
     "ImagePart",
+    "ProviderItem",
     "ReasoningPart",
+    "ServerTool",
+    "ServerToolEvent",
+    "StopDetails",
     "StreamChunk",
     "TextPart",
     "TokenUsage",
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "VideoPart",
     "Vector",
     "immutable",
+    "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",
     "tool_calls_view",
