@@ -28,6 +28,7 @@ from ._types import (
     ToolCall,
     ToolCalls,
     ToolDefinition,
+    VideoPart,
 )
 from ._version import __version__
 from .errors import (
@@ -110,6 +111,7 @@ __all__ = [
     "ToolResult",
     "UnsupportedError",
     "ValidationError",
+    "VideoPart",
     "Workflow",
     "WorkflowError",
     "WorkflowResult",

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
 
-from ._attachments import Source, load_audio, load_document
+from ._attachments import Source, load_audio, load_document, load_video
 from ._json import json_copy
 from ._schema.output import OutputSpec, output_spec
 from ._types import (
@@ -20,6 +20,7 @@ from ._types import (
     ReasoningPart,
     ToolCall,
     ToolDefinition,
+    VideoPart,
 )
 
 __all__ = ["Llm"]
@@ -88,7 +89,8 @@ class Llm:
     ) -> ChatMessage:
         """A user message: text, optionally with images given by URL or :meth:`image`.
 
-        ``attachments`` holds documents and audio (:meth:`document`, :meth:`audio`); a
+        ``attachments`` holds documents, audio and video (:meth:`document`, :meth:`audio`,
+        :meth:`video`); a
         provider that cannot take one raises :class:`~blazen.UnsupportedError` before
         sending. ``cache=True`` puts a prompt-cache breakpoint on its last part (see
         :meth:`system`); ``name`` (optional) tells users apart, sent where the wire has one
@@ -96,10 +98,13 @@ class Llm:
         """
         if isinstance(images, (str, ImagePart)):
             images = [images]
-        if isinstance(attachments, (DocumentPart, AudioPart)):
+        if isinstance(attachments, (DocumentPart, AudioPart, VideoPart)):
             attachments = [attachments]
         if isinstance(attachments, (str, bytes)) or not isinstance(attachments, Iterable):
-            msg = "attachments must be a list of Llm.document(...) and Llm.audio(...) values"
+            msg = (
+                "attachments must be a list of Llm.document(...), Llm.audio(...) and "
+                "Llm.video(...) values"
+            )
             raise TypeError(msg)
         return ChatMessage(
             role="user",
@@ -137,6 +142,22 @@ class Llm:
         reaches OpenAI as ``input_audio`` and Gemini as inline data.
         """
         return load_audio(data_or_path, format)
+
+    @staticmethod
+    def video(data_or_path_or_url: Source, media_type: str = "video/mp4") -> VideoPart:
+        """A video for :meth:`user`'s ``attachments``: bytes, a file's path, or a URL.
+
+        Bytes and files are base64-encoded now (a missing, empty or unreadable file raises
+        :class:`~blazen.ValidationError` here); an http(s) URL (a Gemini Files API URI, a
+        public YouTube link) is sent for the provider to fetch. Gemini takes video (as
+        ``inlineData`` or ``fileData``); the other wires raise
+        :class:`~blazen.UnsupportedError` before sending.
+
+        Example::
+
+            Llm.user("What happens at 0:42?", attachments=[Llm.video("clip.mp4")])
+        """
+        return load_video(data_or_path_or_url, media_type)
 
     @staticmethod
     def image(

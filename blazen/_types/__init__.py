@@ -35,6 +35,7 @@ from .messages import (
     ImagePart,
     ReasoningPart,
     TextPart,
+    VideoPart,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "VideoPart",
     "immutable",
     "stream_chunk",
     "tool_call_snapshot",

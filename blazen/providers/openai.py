@@ -37,6 +37,7 @@ from .._types import (
     AudioPart,
     CompletionRequest,
     CompletionResponse,
+    DocumentPart,
     StreamChunk,
     TokenUsage,
 )
@@ -53,6 +54,7 @@ def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
     check_attachment(provider, "openai", part)
     if isinstance(part, AudioPart):
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": part.format}}
+    assert isinstance(part, DocumentPart)  # video was refused above
     # file_data needs a filename beside it; bytes given without one get a neutral name.
     name = part.filename or "document" + (mimetypes.guess_extension(part.media_type) or "")
     return {"type": "file", "file": {"filename": name, "file_data": part.as_data_url()}}

@@ -248,8 +248,9 @@ def markdown_table() -> str:
     """
     rows = [
         "| factory | wire | default `base_url` | key variables | default model "
-        "| `max_tokens` sent as | reasoning | documents | audio | caching | typed output |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| `max_tokens` sent as | reasoning | documents | audio | video | caching "
+        "| typed output |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for info in PROVIDERS.values():
         keys = ", ".join(f"`{v}`" for v in info.key_env)
