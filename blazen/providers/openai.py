@@ -42,7 +42,7 @@ from .._types import (
     TokenUsage,
 )
 from ..errors import ProviderError
-from .base import reasoning_refused
+from .base import check_effort, reasoning_refused, refuse_server_tools
 from .capabilities import check_attachment
 from .reasoning_details import Details, sent_back
 
@@ -190,6 +190,9 @@ class OpenAIWire:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_server_tools(self.provider, req, "chat completions")
+        # https://platform.openai.com/docs/api-reference/chat/create#reasoning_effort
+        check_effort(self.provider, req, ("none", "minimal", "low", "medium", "high", "xhigh"))
         if req.reasoning_budget is not None:
             raise reasoning_refused(
                 self.provider,
