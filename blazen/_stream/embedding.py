@@ -17,30 +17,25 @@ import queue
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Optional, Protocol, Union
-
-import attrs
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .._cancel import CancelToken, tokens_for
 from .._http import Abort, HttpRequest, map_exception, retry_delay
-from .._types import EmbeddingResponse, TokenUsage, Vector, immutable
+from .._kit import SHAPE_ERRORS, EmbeddingBatch, EmbeddingWire, shape_error
+from .._types import EmbeddingResponse, TokenUsage
 from ..errors import (
     BlazenError,
     CancelledError,
     InternalError,
-    ProviderError,
     TimeoutError,
     UnsupportedError,
 )
-from .wire import malformed
 
 if TYPE_CHECKING:
     from .model import ChatModel
 
 __all__ = [
     "EMBED_BODY_CAP",
-    "EmbeddingBatch",
-    "EmbeddingWire",
     "Inputs",
     "check_embed",
     "embed_blocking",
@@ -53,39 +48,6 @@ logger = logging.getLogger("blazen")
 EMBED_BODY_CAP = 256 * 1024 * 1024
 #: Batches in flight at once for one call, unless ``concurrency=`` says otherwise.
 DEFAULT_CONCURRENCY = 4
-
-
-@immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
-class EmbeddingBatch:
-    """One response's vectors, in the order of the texts sent, and what it reported."""
-
-    vectors: tuple[Vector, ...]
-    usage: Optional[TokenUsage] = None
-    model: Optional[str] = None
-
-
-class EmbeddingWire(Protocol):
-    """One provider's embedding endpoint: build the request, read the response. No I/O."""
-
-    #: Name used in errors and logs.
-    provider: str
-    #: The embedding model used when the call names none.
-    model: str
-    #: The most texts one request may carry (the provider's documented limit, or less).
-    batch_size: int
-
-    def build(self, texts: Sequence[str], *, model: str, dimensions: Optional[int]) -> HttpRequest:
-        """The HTTP request that embeds ``texts``."""
-        ...
-
-    def parse(self, body: str, count: int) -> EmbeddingBatch:
-        """The vectors of a success body for ``count`` texts (a ProviderError if not)."""
-        ...
-
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error for a non-success HTTP response."""
-        ...
 
 
 Inputs = Union[str, Sequence[str]]
@@ -249,8 +211,8 @@ class _Embedding:
             return wire.parse(body, count)
         except BlazenError:
             raise
-        except (LookupError, TypeError, AttributeError, ValueError, RecursionError) as exc:
-            raise malformed(wire.provider, "unexpected shape", body) from exc
+        except SHAPE_ERRORS as exc:
+            raise shape_error(wire.provider, exc, body) from exc
 
 
 def _internal(exc: BaseException) -> BlazenError:

@@ -27,7 +27,7 @@ from typing import Any, Optional
 from urllib.parse import quote
 
 from .._http import HttpRequest
-from .._stream import EmbeddingBatch, error_from_http, malformed
+from .._kit import EmbeddingBatch, error_from_http, malformed
 from .._types import TokenUsage, Vector
 from ..errors import ProviderError
 

@@ -6,7 +6,8 @@ import functools
 import os
 from typing import Any, Callable, Optional
 
-from .._stream import ChatModel, EmbeddingWire, ModelOptions, Recipe, WireFormat
+from .._kit import EmbeddingWire, WireFormat
+from .._stream import ChatModel, ModelOptions, Recipe
 from ..errors import ValidationError
 from .build import (
     check_url,
