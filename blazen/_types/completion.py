@@ -139,7 +139,7 @@ class TokenUsage:
 
         Priced by :attr:`provider` and :attr:`model` (the names, not the URL: a model reached
         through a proxy or a test server is priced as itself) from the ``genai-prices``
-        table (``pip install 'blazen[prices]'``), with cached, cache-write and reasoning
+        table (``pip install 'blazen-stream[prices]'``), with cached, cache-write and reasoning
         tokens at the provider's own rates. None without the package, for a model or
         provider it does not know (a local server), or for counts it cannot price: never
         a guess. Computed when read, so a stream that never asks pays nothing.
