@@ -36,6 +36,7 @@ from .messages import (
     ReasoningPart,
     TextPart,
 )
+from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -43,14 +44,18 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "ChunkEvent",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
+    "DoneEvent",
+    "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
     "ReasoningPart",
     "StreamChunk",
+    "StreamEvent",
     "TextPart",
     "TokenUsage",
     "ToolCall",
