@@ -22,6 +22,7 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    server_tool_chunk,
     stream_chunk,
 )
 from .frozen import FrozenInstanceError, immutable
@@ -35,7 +36,9 @@ from .messages import (
     ImagePart,
     ReasoningPart,
     TextPart,
+    VideoPart,
 )
+from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "AudioPart",
     "ChatMessage",
     "ChunkEvent",
+    "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
@@ -53,7 +57,11 @@ __all__ = [
     "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
+    "ProviderItem",
     "ReasoningPart",
+    "ServerTool",
+    "ServerToolEvent",
+    "StopDetails",
     "StreamChunk",
     "StreamEvent",
     "TextPart",
@@ -61,7 +69,9 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "VideoPart",
     "immutable",
+    "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",
     "tool_calls_view",

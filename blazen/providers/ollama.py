@@ -23,7 +23,15 @@ from .._http import HttpRequest
 from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
-from .base import call_arguments, image_source, parse_json, reasoning_refused, tool_names
+from .base import (
+    call_arguments,
+    check_effort,
+    image_source,
+    parse_json,
+    reasoning_refused,
+    refuse_server_tools,
+    tool_names,
+)
 from .capabilities import check_attachment
 
 __all__ = ["OllamaWire"]
@@ -157,6 +165,8 @@ class OllamaWire:
         https://docs.ollama.com/capabilities/thinking: most thinking models take a boolean;
         gpt-oss takes ``"low"``, ``"medium"`` or ``"high"`` and ignores a boolean.
         """
+        refuse_server_tools(self.provider, req, "/api/chat")
+        check_effort(self.provider, req, ("low", "medium", "high"))
         if req.reasoning_budget is not None:
             raise reasoning_refused(
                 self.provider,
