@@ -40,6 +40,7 @@ from .messages import (
     VideoPart,
 )
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
+from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -47,12 +48,15 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "ChunkEvent",
     "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
+    "DoneEvent",
     "EmbeddingResponse",
+    "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
     "ProviderItem",
@@ -61,6 +65,7 @@ __all__ = [
     "ServerToolEvent",
     "StopDetails",
     "StreamChunk",
+    "StreamEvent",
     "TextPart",
     "TokenUsage",
     "ToolCall",
