@@ -1,6 +1,6 @@
 """MCP servers' tools for :class:`blazen.Agent`, over stdio or streamable HTTP.
 
-Built on the official SDK (``pip install 'blazen[mcp]'``, Python 3.10+), which is imported
+Built on the official SDK (``pip install 'blazen-stream[mcp]'``, Python 3.10+), which is imported
 when a session is built, not with blazen. Example::
 
     from blazen.agent import mcp
@@ -35,7 +35,7 @@ def _sdk() -> Any:
         import mcp
     except ImportError as exc:
         msg = (
-            "blazen.agent.mcp needs the MCP SDK: pip install 'blazen[mcp]' (Python 3.10+), "
+            "blazen.agent.mcp needs the MCP SDK: pip install 'blazen-stream[mcp]' (Python 3.10+), "
             f"({type(exc).__name__}: {exc})"
         )
         raise ImportError(msg) from exc
