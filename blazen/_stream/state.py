@@ -27,7 +27,8 @@ from .._types import (
 __all__ = ["StreamState", "normalise_finish_reason"]
 
 _STOP = frozenset(
-    {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"}
+    # "completed": the status of a finished Responses API answer.
+    {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn", "completed"}
 )
 # How many calls may still be changing in a snapshot's own copy before the oldest of them
 # join the shared part (see StreamState._freeze).
@@ -35,7 +36,16 @@ _TAIL_MAX = 8
 _TAIL_KEEP = 4
 
 _TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
-_LENGTH = frozenset({"length", "max_tokens", "model_length", "model_context_window_exceeded"})
+_LENGTH = frozenset(
+    {
+        "length",
+        "max_tokens",
+        "model_length",
+        "model_context_window_exceeded",
+        # The Responses API's incomplete_details.reason.
+        "max_output_tokens",
+    }
+)
 _FILTER = frozenset(
     {
         "content_filter",

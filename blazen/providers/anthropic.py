@@ -41,7 +41,14 @@ from .._types import (
     TokenUsage,
 )
 from ..errors import ProviderError, UnsupportedError, ValidationError
-from .base import call_arguments, image_source, parse_json, reasoning_refused, system_text
+from .base import (
+    call_arguments,
+    image_source,
+    parse_json,
+    reasoning_refused,
+    refuse_previous_response,
+    system_text,
+)
 from .capabilities import check_attachment
 
 __all__ = ["AnthropicWire"]
@@ -260,6 +267,7 @@ class AnthropicWire:
                 f"{self.provider} has no response_format; ask for JSON in the prompt instead",
                 provider=self.provider,
             )
+        refuse_previous_response(self.provider, req)
         thinking = self._thinking(req)
         # Required by the Messages API, unlike OpenAI's optional max_tokens.
         max_tokens = req.max_tokens or self._default_max_tokens

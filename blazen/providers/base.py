@@ -17,6 +17,7 @@ __all__ = [
     "image_source",
     "parse_json",
     "reasoning_refused",
+    "refuse_previous_response",
     "system_text",
     "tool_names",
 ]
@@ -102,3 +103,13 @@ def call_arguments(provider: str, call: ToolCall) -> dict[str, Any]:
 def reasoning_refused(provider: str, knob: str, instead: str) -> UnsupportedError:
     """The error for a reasoning option ``provider`` has no field for (raised before sending)."""
     return UnsupportedError(f"{provider} cannot take {knob}: {instead}", provider=provider)
+
+
+def refuse_previous_response(provider: str, req: CompletionRequest) -> None:
+    """Refuse ``previous_response_id`` on a wire that keeps no answers (before sending)."""
+    if req.previous_response_id is not None:
+        msg = (
+            f"{provider} keeps no earlier answers to continue: previous_response_id is for the "
+            "Responses API with store=True (api='responses'); send the whole conversation"
+        )
+        raise UnsupportedError(msg, provider=provider)

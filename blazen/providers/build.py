@@ -8,12 +8,14 @@ from urllib.parse import urlsplit
 
 from .._http import shown_url
 from .._stream import ChatModel, ModelOptions
-from ..errors import AuthError, ValidationError
+from ..errors import AuthError, UnsupportedError, ValidationError
 from .openai import OpenAIWire
 from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
 __all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
 
+#: The OpenAI-format APIs a factory's ``api=`` picks.
+_APIS = ("chat", "responses")
 #: What blazen itself writes in an OpenAI-format message: no reasoning_field may be one.
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
 
@@ -111,9 +113,18 @@ def openai_format(
     max_tokens_field: str = "max_tokens",
     reasoning_field: Optional[str] = None,
     reasoning_details: bool = False,
+    responses_url: Optional[str] = None,
 ) -> ChatModel:
-    """A model that speaks OpenAI's chat-completions wire format."""
+    """A model that speaks OpenAI's chat-completions wire format, or with
+    ``api="responses"`` its Responses API (at ``responses_url``, else
+    ``{base_url}/responses``)."""
     options = dict(options)
+    api = pop_option(options, "api", "chat", str)
+    if api not in _APIS:
+        msg = f"api must be 'chat' (chat completions) or 'responses' (the Responses API), got {api!r}"
+        raise ValueError(msg)
+    if api == "responses":
+        return _responses(provider, api_key, model, base_url, options, responses_url, auth_header)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
     reasoning_details = pop_option(options, "reasoning_details", reasoning_details, bool)
     reasoning_field = options.pop("reasoning_field", reasoning_field)
@@ -156,18 +167,61 @@ def openai_format(
     return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
 
 
+def _responses(
+    provider: str,
+    api_key: str,
+    model: str,
+    base_url: str,
+    options: dict[str, Any],
+    url: Optional[str],
+    auth_header: str,
+) -> ChatModel:
+    """A model of the Responses API; its own options are ``store`` and
+    ``encrypted_reasoning`` (the chat wire's are read and left unused)."""
+    from .responses import ResponsesWire  # loaded only by models that speak it
+
+    for chat_only in ("stream_usage", "reasoning_details", "reasoning_field", "max_tokens_field"):
+        options.pop(chat_only, None)
+    store = pop_option(options, "store", False, bool)
+    encrypted = options.pop("encrypted_reasoning", None)
+    if encrypted is not None and not isinstance(encrypted, bool):
+        msg = f"encrypted_reasoning must be True, False or None (auto), got {encrypted!r}"
+        raise TypeError(msg)
+    opts = ModelOptions.from_kwargs(provider, options)
+    base = check_url(provider, base_url)
+    wire = ResponsesWire(
+        provider=provider,
+        url=url or base + "/responses",
+        api_key=api_key,
+        model=model,
+        headers=opts.headers,
+        auth_header=auth_header,
+        store=store,
+        encrypted_reasoning=encrypted,
+    )
+    return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+
+
 def preset(
     name: str, api_key: str, model: Optional[str], base_url: Optional[str], options: dict[str, Any]
 ) -> ChatModel:
     """A model for the OpenAI-format service ``name`` of the registry."""
     info = PROVIDERS[name]
     assert info.wire == "openai" and info.base_url is not None
+    if options.get("api") == "responses" and not info.responses:
+        msg = (
+            f"{name} does not document OpenAI's Responses API; use api='chat' (the default), "
+            "or Providers.openai_compat(..., api='responses') for a server that has it"
+        )
+        raise UnsupportedError(msg, provider=name)
+    chosen_url = env_url(base_url, info.url_env)
     return openai_format(
         name,
         api_key=resolve_key(name, api_key, info.key_env, required=info.key_required),
         model=model or info.model,
-        base_url=env_url(base_url, info.url_env) or info.base_url,
+        base_url=chosen_url or info.base_url,
         options=options,
+        responses_url=info.responses_url if chosen_url is None else None,
         stream_usage=info.stream_usage,
         max_tokens_field=info.max_tokens_field,
         reasoning_field=info.reasoning_field,

@@ -136,6 +136,8 @@ class Providers:
             base_url=base,
             options=options,
             url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
+            # The Responses API lives in Azure's v1 API, which takes no api-version.
+            responses_url=f"{base}/openai/v1/responses",
             auth_header="api-key",
             max_tokens_field=info.max_tokens_field,
         )

@@ -44,6 +44,7 @@ from .base import (
     image_source,
     parse_json,
     reasoning_refused,
+    refuse_previous_response,
     system_text,
     tool_names,
 )
@@ -230,6 +231,7 @@ class GeminiWire:
 
     def body(self, req: CompletionRequest) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {"contents": self.contents(req)}
         system = system_text(req)
         if system:

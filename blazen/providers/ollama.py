@@ -23,7 +23,14 @@ from .._http import HttpRequest
 from .._stream import StreamState, error_from_body, error_from_http, malformed
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
-from .base import call_arguments, image_source, parse_json, reasoning_refused, tool_names
+from .base import (
+    call_arguments,
+    image_source,
+    parse_json,
+    reasoning_refused,
+    refuse_previous_response,
+    tool_names,
+)
 from .capabilities import check_attachment
 
 __all__ = ["OllamaWire"]
@@ -101,6 +108,7 @@ class OllamaWire:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {
             "model": req.model or self.model,
             "messages": self.messages(req),

@@ -34,7 +34,7 @@ from .._types import (
     TokenUsage,
 )
 from ..errors import ProviderError
-from .base import parse_json, reasoning_refused
+from .base import parse_json, reasoning_refused, refuse_previous_response
 from .capabilities import check_attachment
 from .reasoning_details import add_details, flush_details, sent_back
 
@@ -190,6 +190,7 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
+        refuse_previous_response(self.provider, req)
         messages = openai_messages(
             req, self.provider, self._reasoning_field, self._reasoning_details
         )
