@@ -121,7 +121,7 @@ def openai_format(
     options = dict(options)
     api = pop_option(options, "api", "chat", str)
     if api not in _APIS:
-        msg = f"api must be 'chat' (chat completions) or 'responses' (the Responses API), got {api!r}"
+        msg = f"api must be 'chat' (chat completions) or 'responses' (Responses API), not {api!r}"
         raise ValueError(msg)
     if api == "responses":
         return _responses(provider, api_key, model, base_url, options, responses_url, auth_header)

@@ -260,7 +260,9 @@ _ROWS = (
         local=True,
         responses=True,
     ),
-    _compat("vllm", "http://localhost:8000/v1", ("VLLM_API_KEY",), "default", local=True, responses=True),
+    _compat(
+        "vllm", "http://localhost:8000/v1", ("VLLM_API_KEY",), "default", local=True, responses=True
+    ),
     # llama-server reads its own key from LLAMA_API_KEY; a client may share it.
     _compat(
         "llamacpp",

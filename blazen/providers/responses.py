@@ -60,6 +60,9 @@ _FAILED_AS = {
 # Item types that are the model's own answer; any other item is a tool run on OpenAI's side.
 _OWN = frozenset({"message", "reasoning", "function_call", "custom_tool_call"})
 _CALLS = frozenset({"function_call", "custom_tool_call"})
+_ARGUMENTS_DONE = frozenset(
+    {"response.function_call_arguments.done", "response.custom_tool_call_input.done"}
+)
 
 
 def _usage(u: Mapping[str, Any]) -> TokenUsage:
@@ -149,7 +152,7 @@ class ResponsesFold:
         if kind == "response.refusal.delta":
             self._streamed.add(obj.get("output_index"))  # type: ignore[arg-type]
             return state.emit_refusal(obj.get("delta"))
-        if kind in ("response.function_call_arguments.done", "response.custom_tool_call_input.done"):
+        if kind in _ARGUMENTS_DONE:
             index = obj.get("output_index")
             if index not in self._streamed:
                 whole = obj.get("arguments", obj.get("input"))
@@ -258,8 +261,9 @@ class ResponsesFold:
 
     def _place_reasoning(self, call_id: Optional[str]) -> None:
         for kind, text, data in self._pending:
-            part = ReasoningPart(kind=kind, text=text, data=data, tool_call_id=call_id, provider=WIRE)
-            self.state.add_reasoning_part(part)
+            self.state.add_reasoning_part(
+                ReasoningPart(kind=kind, text=text, data=data, tool_call_id=call_id, provider=WIRE)
+            )
         self._pending.clear()
 
     def _ended(self, response: Mapping[str, Any], kind: str) -> Optional[StreamChunk]:
@@ -358,7 +362,7 @@ class ResponsesWire:
         fold = state.scratch.get("fold")
         if fold is None:
             fold = state.scratch["fold"] = self.start(state)
-        return fold.fold(event, data)  # type: ignore[no-any-return]
+        return fold.fold(event, data)
 
     def parse_response(self, body: str) -> CompletionResponse:
         """The response of a non-streaming request."""

@@ -100,9 +100,9 @@ def _sent_back(part: ReasoningPart, store: bool) -> Optional[Any]:
     # A reasoning item without its encrypted content names an item only a server that
     # stored it knows: sent statelessly it is a 404 ("Items are not persisted when store
     # is set to false"), so it goes back only with store=True.
-    if not store and isinstance(item, dict) and item.get("type") == "reasoning":
-        if not item.get("encrypted_content"):
-            return None
+    stored_only = isinstance(item, dict) and item.get("type") == "reasoning"
+    if stored_only and not store and not item.get("encrypted_content"):
+        return None
     return item
 
 
