@@ -1,9 +1,9 @@
-"""Documents and audio for a user message: bytes, a file or a URL, checked when built.
+"""Documents, audio and video for a user message: bytes, a file or a URL, checked when built.
 
-A file is read and base64-encoded here, when ``Llm.document``/``Llm.audio`` is called, so a
+A file is read and base64-encoded here, when ``Llm.document``/``audio``/``video`` is called, so a
 missing or unreadable file fails at that line of the caller's code, never later inside a
 stream. Nothing here touches the network: a URL is kept as a URL for the providers that
-fetch documents themselves.
+fetch documents and videos themselves.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import re
 from pathlib import Path
 from typing import Optional, Union
 
-from ._types import AUDIO_FORMATS, AudioPart, DocumentPart
+from ._types import AUDIO_FORMATS, AudioPart, DocumentPart, VideoPart
 from .errors import ValidationError
 
-__all__ = ["Source", "load_audio", "load_document"]
+__all__ = ["Source", "load_audio", "load_document", "load_video"]
 
-#: What ``Llm.document``/``Llm.audio`` take: the bytes themselves, or a file's path.
+#: What ``Llm.document``/``audio``/``video`` take: the bytes themselves, or a file's path.
 Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
 
 _MEDIA_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
@@ -100,3 +100,19 @@ def load_audio(source: Source, fmt: str) -> AudioPart:
         raise ValidationError(msg)
     raw, _ = _read("audio clip", source)
     return AudioPart(data=_b64(raw), format=fmt)
+
+
+def load_video(source: Source, media_type: str) -> VideoPart:
+    """A :class:`VideoPart` from bytes, a path or an http(s) URL (kept as a URL)."""
+    if (
+        not isinstance(media_type, str)
+        or not _MEDIA_TYPE.match(media_type)
+        or not media_type.startswith("video/")
+    ):
+        msg = f"media_type must be a video type such as 'video/mp4', got {media_type!r:.60}"
+        raise ValidationError(msg)
+    if isinstance(source, str) and source.startswith(("http://", "https://")):
+        # A Files API URI, a YouTube link or another URL the provider fetches itself.
+        return VideoPart(url=source, media_type=media_type)
+    raw, _ = _read("video", source)
+    return VideoPart(data=_b64(raw), media_type=media_type)

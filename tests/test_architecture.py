@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen.errors",
         "blazen._json",
         "blazen._types",
+        "blazen._codec",
         "blazen._attachments",
         "blazen._cancel",
         "blazen._llm",

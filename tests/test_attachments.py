@@ -372,13 +372,13 @@ def test_the_values_are_exported():
 
 
 def test_the_readme_capability_columns_come_from_the_wire_table():
-    """Each row's last five cells are its wire's cells in WIRES."""
+    """Each row's last six cells are its wire's cells in WIRES."""
     lines = markdown_table().splitlines()
     header = [c.strip() for c in lines[0].split("|")[1:-1]]
-    assert header[-5:] == ["reasoning", "documents", "audio", "caching", "typed output"]
+    assert header[-6:] == ["reasoning", "documents", "audio", "video", "caching", "typed output"]
     for line, info in zip(lines[2:], PROVIDERS.values()):
         cells = tuple(c.strip() for c in line.split("|")[1:-1])
-        assert cells[-5:] == table_cells(info.wire), info.name
+        assert cells[-6:] == table_cells(info.wire), info.name
     assert markdown_table() in (Path(__file__).parent.parent / "README.md").read_text()
 
 
@@ -394,9 +394,10 @@ def test_the_reasoning_cells_say_what_each_wire_refuses(server, wire, knob):
 
 
 @pytest.mark.parametrize("wire", sorted(WIRES))
-def test_the_audio_and_document_cells_say_what_each_wire_refuses(server, wire):
+def test_the_audio_video_and_document_cells_say_what_each_wire_refuses(server, wire):
     """A wire whose cell says "no" refuses that attachment; one that says how sends it."""
-    for part, cell in ((Llm.audio(WAV), 2), (Llm.document(PDF), 1)):
+    video = Llm.video(b"\x00\x00\x00\x18ftypmp42")
+    for part, cell in ((Llm.audio(WAV), 2), (Llm.document(PDF), 1), (video, 3)):
         req = Llm.completion_request([Llm.user("hi", attachments=[part])])
         rec, _ = stream(server, model_for(wire, server), req, reply(wire))
         says_no = table_cells(wire)[cell] == "no"

@@ -25,6 +25,7 @@ from .conftest import fixture_bytes
 from .test_responses import replay
 
 REPLY = "text.sse"
+_OWN = ("message", "reasoning", "function_call", "custom_tool_call")
 
 
 def _reply(name: str) -> Reply:
@@ -73,7 +74,11 @@ def test_the_openai_sdk_and_blazen_agree(name):
     _, resp = replay(name)
     assert resp.content == final.output_text
     refusals = [
-        p.refusal for o in final.output if o.type == "message" for p in o.content if p.type == "refusal"
+        p.refusal
+        for o in final.output
+        if o.type == "message"
+        for p in o.content
+        if p.type == "refusal"
     ]
     assert resp.refusal == ("".join(refusals) or None)
     calls = [
@@ -89,9 +94,28 @@ def test_the_openai_sdk_and_blazen_agree(name):
     ]
     assert (resp.reasoning or "") == "\n\n".join(reasoning)
     kept = [json.loads(p.data) for p in resp.reasoning_parts if p.kind != "signature"]
-    sdk_kept = [o.to_dict() for o in final.output if o.type not in ("message", "function_call", "custom_tool_call")]
+    sdk_kept = [o.to_dict() for o in final.output if o.type == "reasoning"]
+    assert kept == sdk_kept
+    built_in = [o for o in final.output if o.type not in _OWN]
+    if built_in:
+        (whole,) = resp.provider_items
+        done = [e.item.to_dict() for e in sdk_events(name) if e.type == "response.output_item.done"]
+        assert whole.data == done
+    else:
+        assert resp.provider_items == ()
+    citations = [
+        a.to_dict()
+        for o in final.output
+        if o.type == "message"
+        for p in o.content
+        if p.type == "output_text"
+        for a in p.annotations
+    ]
+    assert [c.raw for c in resp.citations] == citations
     assert [k["id"] for k in kept] == [k["id"] for k in sdk_kept]
-    assert [k.get("encrypted_content") for k in kept] == [k.get("encrypted_content") for k in sdk_kept]
+    assert [k.get("encrypted_content") for k in kept] == [
+        k.get("encrypted_content") for k in sdk_kept
+    ]
     u = final.usage
     assert (resp.usage.prompt_tokens, resp.usage.completion_tokens, resp.usage.total_tokens) == (
         u.input_tokens,
@@ -118,7 +142,7 @@ def test_an_incomplete_response_reads_as_the_sdk_events_say(name):
 
 def test_openai_sdk_bug_its_stream_helper_has_no_final_response_for_an_incomplete_one():
     """The SDK's helper wants response.completed; an incomplete answer raises there, blazen ends length."""
-    with pytest.raises(RuntimeError, match="response.completed"):
+    with pytest.raises(RuntimeError, match=r"response\.completed"):
         sdk_final("incomplete_length.sse")
     rec, resp = replay("incomplete_length.sse")
     assert rec.done[0] == "length" and resp.content == "The answer is forty"
@@ -126,7 +150,7 @@ def test_openai_sdk_bug_its_stream_helper_has_no_final_response_for_an_incomplet
 
 def test_openai_sdk_bug_its_stream_helper_crashes_on_an_error_event_before_created():
     """An error event first (as the reference allows) is a RuntimeError in the SDK; blazen types it."""
-    with pytest.raises(RuntimeError, match="response.created"):
+    with pytest.raises(RuntimeError, match=r"response\.created"):
         sdk_final("error_before_content.sse")
     rec, _ = replay("error_before_content.sse")
     assert isinstance(rec.error, blazen.RateLimitError)
@@ -275,7 +299,12 @@ def test_typed_output_matches_the_sdk_text_format():
         model="gpt-4o-mini",
         input=[{"role": "user", "content": "Paris?"}],
         text={
-            "format": {"type": "json_schema", "name": spec.name, "schema": spec.schema, "strict": True}
+            "format": {
+                "type": "json_schema",
+                "name": spec.name,
+                "schema": spec.schema,
+                "strict": True,
+            }
         },
         store=False,
     )

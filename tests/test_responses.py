@@ -117,9 +117,14 @@ def test_a_custom_tool_call_is_a_tool_call_with_its_free_text_input():
 def test_a_refusal_streams_as_refusal_deltas_and_ends_content_filter():
     """refusal deltas are refusal_delta, never content; the answer ends content_filter."""
     rec, resp = replay("refusal.sse")
-    assert "".join(c.refusal_delta or "" for c in rec.chunks) == "I'm sorry, I can't help with that."
+    assert (
+        "".join(c.refusal_delta or "" for c in rec.chunks) == "I'm sorry, I can't help with that."
+    )
     assert rec.text == "" and rec.done[0] == "content_filter"
-    assert resp.refusal == "I'm sorry, I can't help with that." and resp.raw_finish_reason == "completed"
+    assert (
+        resp.refusal == "I'm sorry, I can't help with that."
+        and resp.raw_finish_reason == "completed"
+    )
 
 
 @pytest.mark.parametrize(
@@ -177,13 +182,27 @@ def test_a_server_that_sends_only_finished_items_is_read_from_them():
     ]
 
 
-def test_a_built_in_tool_is_never_a_tool_call_and_its_item_is_kept():
-    """A web_search_call runs on OpenAI's side: no tool call, its item kept for the next turn."""
+def test_a_built_in_tool_is_never_a_tool_call_and_the_turn_is_kept_whole():
+    """A web_search_call runs on OpenAI's side: no tool call; chunks show it run; kept whole."""
     rec, resp = replay("web_search_citations.sse")
     assert resp.tool_calls == () and rec.done[0] == "stop"
     assert resp.content == "A sea turtle nest was found."
-    kept = [json.loads(p.data) for p in resp.reasoning_parts]
-    assert [k["type"] for k in kept] == ["web_search_call"]
+    events = [(c.server_tool.name, c.server_tool.status) for c in rec.chunks if c.server_tool]
+    assert events == [("web_search", "running"), ("web_search", "done")]
+    assert all(not c.tool_calls for c in rec.chunks)
+    (kept,) = resp.provider_items
+    assert (kept.provider, kept.kind) == ("openai-responses", "output")
+    assert [item["type"] for item in kept.data] == ["web_search_call", "message"]
+    assert resp.message.provider_items == (kept,)
+
+
+def test_url_citations_are_collected_with_their_span_of_the_answer():
+    """response.output_text.annotation.added is a Citation: url, title, the span it supports."""
+    _, resp = replay("web_search_citations.sse")
+    (cite,) = resp.citations
+    assert (cite.provider, cite.kind) == ("openai-responses", "url_citation")
+    assert (cite.url, cite.title) == ("https://example.com/good-news", "Good news")
+    assert resp.content[cite.text_start : cite.text_end] == "A sea turtle nest was found"
 
 
 # -- non-streaming ----------------------------------------------------------------------
@@ -201,7 +220,13 @@ def _final_response(name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize(
     "name",
-    ["text.sse", "reasoning_tool_call.sse", "parallel_tool_calls.sse", "incomplete_length.sse"],
+    [
+        "text.sse",
+        "reasoning_tool_call.sse",
+        "parallel_tool_calls.sse",
+        "incomplete_length.sse",
+        "web_search_citations.sse",
+    ],
 )
 def test_a_whole_response_reads_as_its_stream_does(name):
     """model.complete(req) on the response object gives what streaming gives."""
@@ -216,10 +241,14 @@ def test_a_whole_response_reads_as_its_stream_does(name):
         streamed.raw_finish_reason,
     )
     assert whole.reasoning_parts == streamed.reasoning_parts and whole.id == streamed.id
+    assert whole.citations == streamed.citations
+    assert whole.provider_items == streamed.provider_items
 
 
 def test_a_whole_failed_response_is_its_typed_error():
     """A non-streamed response with status failed raises the error for its code."""
-    with StreamServer([Reply.json(_final_response("failed_rate_limit.sse"))]) as server:
-        with pytest.raises(blazen.RateLimitError, match="Rate limit reached"):
-            responses_model(server).complete(REQ)
+    with (
+        StreamServer([Reply.json(_final_response("failed_rate_limit.sse"))]) as server,
+        pytest.raises(blazen.RateLimitError, match="Rate limit reached"),
+    ):
+        responses_model(server).complete(REQ)

@@ -195,12 +195,48 @@ def test_a_custom_tool_call_goes_back_as_its_item_with_a_custom_output(server):
     assert items[2] == {"type": "custom_tool_call_output", "call_id": "call_C", "output": "45"}
 
 
-def test_a_built_in_tool_item_goes_back_with_the_turn(server):
-    """The web_search_call item kept from the answer is in the next request, before the text."""
+def test_a_turn_kept_whole_goes_back_as_its_output_items(server):
+    """The web_search_call item and the cited message go back exactly as they came."""
     from .test_responses import replay
 
     _, first = replay("web_search_citations.sse")
     req = Llm.completion_request([Llm.user("news?"), first.message, Llm.user("more")])
     items = body(server, req)["input"]
-    assert items[1]["type"] == "web_search_call" and items[1]["id"] == "ws_01"
-    assert items[2] == {"role": "assistant", "content": "A sea turtle nest was found."}
+    assert items[1:3] == first.provider_items[0].data
+    assert items[1]["type"] == "web_search_call" and items[2]["content"][0]["annotations"]
+    assert items[3] == {"role": "user", "content": "more"}
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "sent"),
+    [
+        ("web_search", {}, {"type": "web_search"}),
+        (
+            "web_search",
+            {"search_context_size": "low"},
+            {"type": "web_search", "search_context_size": "low"},
+        ),
+        ("code_execution", {}, {"type": "code_interpreter", "container": {"type": "auto"}}),
+        (
+            "file_search",
+            {"vector_store_ids": ["vs_1"]},
+            {"type": "file_search", "vector_store_ids": ["vs_1"]},
+        ),
+        ("web_search_preview", {}, {"type": "web_search_preview"}),
+    ],
+)
+def test_server_tools_go_as_openai_built_in_tools(server, name, config, sent):
+    """Llm.server_tool(name, **config) is the built-in tool's entry in tools, beside functions."""
+    fn = Llm.tool("f", "A function.", {"type": "object", "properties": {}})
+    req = Llm.completion_request([Llm.user("hi")], tools=[fn, Llm.server_tool(name, **config)])
+    tools = body(server, req)["tools"]
+    assert tools[0]["name"] == "f" and tools[1] == sent
+
+
+def test_an_unknown_server_tool_is_refused_before_sending(server):
+    """A built-in tool OpenAI does not document is an UnsupportedError naming the known ones."""
+    req = Llm.completion_request([Llm.user("hi")], tools=[Llm.server_tool("google_search")])
+    rec = Recorder()
+    blazen.Streaming.complete(model_for("openai", server, api="responses"), req, rec.handler)
+    assert isinstance(rec.error, blazen.UnsupportedError) and "web_search" in rec.error.message
+    assert server.requests == []

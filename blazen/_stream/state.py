@@ -14,8 +14,11 @@ from typing import Any, Optional, Union
 
 from .._types import (
     ArgumentFragments,
+    Citation,
     CompletionResponse,
+    ProviderItem,
     ReasoningPart,
+    StopDetails,
     StreamChunk,
     TokenUsage,
     ToolCall,
@@ -23,60 +26,14 @@ from .._types import (
     tool_call_snapshot,
     tool_calls_view,
 )
+from .finish import normalise_finish_reason
 
 __all__ = ["StreamState", "normalise_finish_reason"]
 
-_STOP = frozenset(
-    # "completed": the status of a finished Responses API answer.
-    {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn", "completed"}
-)
 # How many calls may still be changing in a snapshot's own copy before the oldest of them
 # join the shared part (see StreamState._freeze).
 _TAIL_MAX = 8
 _TAIL_KEEP = 4
-
-_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
-_LENGTH = frozenset(
-    {
-        "length",
-        "max_tokens",
-        "model_length",
-        "model_context_window_exceeded",
-        # The Responses API's incomplete_details.reason.
-        "max_output_tokens",
-    }
-)
-_FILTER = frozenset(
-    {
-        "content_filter",
-        "safety",
-        "recitation",
-        "blocklist",
-        "prohibited_content",
-        "spii",
-        "refusal",
-        "image_safety",
-    }
-)
-
-
-def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
-    """Map a provider's finish reason to ``stop``, ``tool_calls``, ``length``,
-    ``content_filter`` or ``""`` (none reported).
-
-    A stop-like reason after tool calls is ``tool_calls``: Gemini and Ollama say "stop"
-    there. An unknown reason is treated as ``stop``; the raw value stays on the response.
-    """
-    if not raw:
-        return ""
-    low = raw.lower()
-    if low in _TOOLS:
-        return "tool_calls"
-    if low in _LENGTH:
-        return "length"
-    if low in _FILTER:
-        return "content_filter"
-    return "tool_calls" if has_tool_calls else "stop"
 
 
 class _Text:
@@ -136,9 +93,11 @@ class StreamState:
         "_base",
         "_by_key",
         "_calls",
+        "_citations",
         "_current",
         "_dirty",
         "_frozen",
+        "_items",
         "_parts",
         "_reasoning",
         "_refusal",
@@ -151,6 +110,7 @@ class StreamState:
         "raw_finish_reason",
         "response_id",
         "scratch",
+        "stop_details",
         "usage",
     )
 
@@ -162,6 +122,11 @@ class StreamState:
         # Reasoning the wire format kept as the provider sent it (signed thinking blocks,
         # Gemini's thought signatures); only reasoning streams make the list.
         self._parts: Optional[list[ReasoningPart]] = None
+        # Only an answer with citations or verbatim provider content makes these.
+        self._citations: Optional[list[Citation]] = None
+        self._items: tuple[ProviderItem, ...] = ()
+        #: Why the provider stopped or refused (see :class:`~blazen.StopDetails`), if it said.
+        self.stop_details: Optional[StopDetails] = None
         self._calls: list[_Call] = []
         self._by_key: dict[Union[int, str], _Call] = {}
         self._current: Optional[_Call] = None
@@ -321,6 +286,21 @@ class StreamState:
             self._parts = []
         self._parts.append(part)
 
+    def add_citation(self, citation: Citation) -> None:
+        """Keep a citation for :attr:`CompletionResponse.citations`."""
+        if self._citations is None:
+            self._citations = []
+        self._citations.append(citation)
+
+    @property
+    def citations(self) -> tuple[Citation, ...]:
+        """The citations so far."""
+        return () if self._citations is None else tuple(self._citations)
+
+    def keep_items(self, items: tuple[ProviderItem, ...]) -> None:
+        """Set the turn's verbatim provider content (see :class:`~blazen.ProviderItem`)."""
+        self._items = items
+
     def _freeze(self, count: int) -> None:
         # Move the oldest tail calls into the shared base: appending leaves every existing
         # snapshot's prefix as it was.
@@ -400,4 +380,7 @@ class StreamState:
             reasoning_parts=parts,
             # An id is only ever reported, never relied on: one that is not text is dropped.
             id=self.response_id if type(self.response_id) is str else None,
+            citations=self.citations,
+            stop_details=self.stop_details,
+            provider_items=self._items,
         )

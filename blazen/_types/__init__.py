@@ -22,6 +22,7 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    server_tool_chunk,
     stream_chunk,
 )
 from .frozen import FrozenInstanceError, immutable
@@ -35,7 +36,9 @@ from .messages import (
     ImagePart,
     ReasoningPart,
     TextPart,
+    VideoPart,
 )
+from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -43,20 +46,27 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
     "FrozenInstanceError",
     "ImagePart",
+    "ProviderItem",
     "ReasoningPart",
+    "ServerTool",
+    "ServerToolEvent",
+    "StopDetails",
     "StreamChunk",
     "TextPart",
     "TokenUsage",
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "VideoPart",
     "immutable",
+    "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",
     "tool_calls_view",

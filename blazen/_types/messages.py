@@ -1,4 +1,4 @@
-"""Messages and their parts: text, images, documents, audio, and the model's reasoning."""
+"""Messages and their parts: text, images, documents, audio, video, and the model's reasoning."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import attrs
 
 from .calls import ToolCall
 from .frozen import immutable
+from .provider import ProviderItem
 
 
 @immutable
@@ -107,9 +108,36 @@ class AudioPart:
         return AUDIO_FORMATS[self.format]
 
 
+def _check_video_type(video: VideoPart, _attribute: Any, media_type: Any) -> None:
+    if (
+        not isinstance(media_type, str)
+        or not media_type[len("video/") :].strip()
+        or (not media_type.startswith("video/"))
+    ):
+        msg = f"a video's media_type must be a type such as 'video/mp4', got {media_type!r:.60}"
+        raise ValueError(msg)
+    if (video.url is None) == (video.data is None):
+        msg = "a video needs exactly one of url= or data= (base64); build it with Llm.video"
+        raise ValueError(msg)
+
+
+@immutable
+@attrs.frozen(kw_only=True, weakref_slot=False)
+class VideoPart:
+    """A video inside a user message: build it with ``Llm.video``.
+
+    ``data`` is the file's bytes in base64, or ``url`` an address the provider fetches
+    itself (a Gemini Files API URI, a public YouTube or http(s) URL).
+    """
+
+    url: Optional[str] = None
+    data: Optional[str] = attrs.field(default=None, repr=_short)
+    media_type: str = attrs.field(default="video/mp4", validator=_check_video_type)
+
+
 ContentPart = Union[TextPart, ImagePart]
 #: What ``ChatMessage.attachments`` holds.
-Attachment = Union[DocumentPart, AudioPart]
+Attachment = Union[DocumentPart, AudioPart, VideoPart]
 
 _REASONING_KINDS = ("thinking", "redacted", "signature")
 
@@ -212,6 +240,20 @@ def _check_reasoning_parts(message: Any, _attribute: Any, parts: tuple[Any, ...]
         raise ValueError(msg)
 
 
+def _items_tuple(items: Iterable[ProviderItem]) -> tuple[ProviderItem, ...]:
+    return tuple(items)
+
+
+def _check_provider_items(message: Any, _attribute: Any, items: tuple[Any, ...]) -> None:
+    for item in items:
+        if not isinstance(item, ProviderItem):
+            msg = f"provider_items must hold ProviderItem values, got {type(item).__name__}"
+            raise TypeError(msg)
+    if items and message.role != "assistant":
+        msg = f"only an assistant turn has provider_items, not a {message.role} message"
+        raise ValueError(msg)
+
+
 def _check_is_error(message: ChatMessage, _attribute: Any, is_error: Any) -> None:
     if type(is_error) is not bool:
         msg = f"message is_error must be True or False, got {is_error!r}"
@@ -223,9 +265,12 @@ def _check_is_error(message: ChatMessage, _attribute: Any, is_error: Any) -> Non
 
 def _check_attachments(message: Any, _attribute: Any, value: Any) -> None:
     if not isinstance(value, tuple) or not all(
-        isinstance(a, (DocumentPart, AudioPart)) for a in value
+        isinstance(a, (DocumentPart, AudioPart, VideoPart)) for a in value
     ):
-        msg = "message attachments must be a tuple of Llm.document(...) and Llm.audio(...) values"
+        msg = (
+            "message attachments must be a tuple of Llm.document(...), Llm.audio(...) and "
+            "Llm.video(...) values"
+        )
         raise TypeError(msg)
     # Only a user turn can carry them on every wire; elsewhere they would be dropped.
     if value and message.role != "user":
@@ -246,8 +291,8 @@ class ChatMessage:
     role: str = attrs.field(validator=_check_role)
     content: Optional[str] = attrs.field(default=None, validator=_check_content)
     images: tuple[ImagePart, ...] = ()
-    #: Documents and audio (``Llm.document``, ``Llm.audio``): documents go before the text
-    #: and audio after it, as the providers' guides show them.
+    #: Documents, audio and video (``Llm.document``, ``Llm.audio``, ``Llm.video``): documents
+    #: and video go before the text and audio after it, as the providers' guides show them.
     attachments: tuple[Attachment, ...] = attrs.field(default=(), validator=_check_attachments)
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: Optional[str] = None
@@ -262,3 +307,8 @@ class ChatMessage:
     )
     #: A tool result that reports a failure (Anthropic ``is_error``, Gemini ``error``).
     is_error: bool = attrs.field(default=False, validator=_check_is_error)
+    #: The turn as its provider sent it, sent back so on that provider's wire only (see
+    #: :class:`ProviderItem`); ``CompletionResponse.message`` fills it in.
+    provider_items: tuple[ProviderItem, ...] = attrs.field(
+        default=(), converter=_items_tuple, validator=_check_provider_items
+    )

@@ -353,6 +353,8 @@ class AnthropicWire:
         budget = req.reasoning_budget
         if budget is None:
             return None
+        if not isinstance(budget, int):
+            raise reasoning_refused(self.provider, f"reasoning_budget={budget!r}", "not yet")
         if budget < MIN_THINKING_BUDGET:
             raise reasoning_refused(
                 self.provider,

@@ -105,6 +105,31 @@ def reasoning_refused(provider: str, knob: str, instead: str) -> UnsupportedErro
     return UnsupportedError(f"{provider} cannot take {knob}: {instead}", provider=provider)
 
 
+def check_effort(provider: str, req: CompletionRequest, documented: tuple[str, ...]) -> None:
+    """Refuse a ``reasoning_effort`` level the wire's API reference does not list."""
+    effort = req.reasoning_effort
+    if effort is not None and effort not in documented:
+        raise reasoning_refused(
+            provider, f"reasoning_effort={effort!r}", f"it takes {', '.join(documented)}"
+        )
+
+
+def refuse_server_tools(provider: str, req: CompletionRequest, wire: str) -> None:
+    """Refuse what a wire without provider-side tools or thinking display cannot send."""
+    if req.server_tools:
+        names = ", ".join(repr(t.name) for t in req.server_tools)
+        msg = (
+            f"{provider} ({wire}) has no provider-side tools, so it cannot take "
+            f"Llm.server_tool({names}); use Anthropic, Gemini or the OpenAI Responses API, "
+            "or a function tool of your own"
+        )
+        raise UnsupportedError(msg, provider=provider)
+    if req.reasoning_display is not None:
+        raise reasoning_refused(
+            provider, f"reasoning_display={req.reasoning_display!r}", "leave it unset"
+        )
+
+
 def refuse_previous_response(provider: str, req: CompletionRequest) -> None:
     """Refuse ``previous_response_id`` on a wire that keeps no answers (before sending)."""
     if req.previous_response_id is not None:

@@ -1,4 +1,4 @@
-"""What each wire format can send: reasoning, documents, audio, caching, typed output.
+"""What each wire format can send: reasoning, documents, audio, video, caching, typed output.
 
 One table, :data:`WIRES`, read by the wire formats (an attachment a wire cannot send is an
 :class:`~blazen.UnsupportedError` raised from here, before anything is sent) and by the
@@ -13,7 +13,7 @@ from typing import Optional
 
 import attrs
 
-from .._types import Attachment, AudioPart, DocumentPart, immutable
+from .._types import Attachment, AudioPart, DocumentPart, VideoPart, immutable
 from ..errors import UnsupportedError
 
 __all__ = ["WIRES", "Capabilities", "check_attachment", "table_cells"]
@@ -36,6 +36,8 @@ class Capabilities:
     documents_as: str = ""
     #: How audio clips (wav, mp3) are sent, or "" when it cannot take audio.
     audio_as: str = ""
+    #: How videos are sent (bytes and URLs), or "" when it cannot take video.
+    video_as: str = ""
     #: What prompt caching it does, for the README.
     caching: str
     #: Where ``output=`` (typed output) goes, for the README.
@@ -54,6 +56,7 @@ WIRES: dict[str, Capabilities] = {
     # https://platform.openai.com/docs/guides/pdf-files: chat completions take PDFs only, as
     # base64 file_data or an uploaded file id, never by URL.
     # https://platform.openai.com/docs/guides/audio: input_audio takes wav and mp3.
+    # Chat completions document no video part (images, audio and files only).
     "openai": Capabilities(
         reasoning_effort="`reasoning_effort`",
         reasoning_budget=None,
@@ -64,7 +67,7 @@ WIRES: dict[str, Capabilities] = {
         typed_output="`response_format` (`json_schema`)",
     ),
     # https://docs.anthropic.com/en/docs/build-with-claude/pdf-support: PDFs as base64 or
-    # by URL; plain text as a text source (citations docs). Claude reads no audio.
+    # by URL; plain text as a text source (citations docs). Claude reads no audio or video.
     "anthropic": Capabilities(
         reasoning_effort=None,
         reasoning_budget="`thinking.budget_tokens`",
@@ -75,7 +78,8 @@ WIRES: dict[str, Capabilities] = {
         typed_output="a forced tool",
     ),
     # https://ai.google.dev/gemini-api/docs/document-processing and .../audio: inline
-    # base64 data or a file URI, by MIME type.
+    # base64 data or a file URI, by MIME type. .../video-understanding: video the same way,
+    # inline (under 100 MB) or as a Files API URI, a YouTube URL or another fetchable URL.
     "gemini": Capabilities(
         reasoning_effort="`thinkingLevel`",
         reasoning_budget="`thinkingBudget`",
@@ -83,6 +87,7 @@ WIRES: dict[str, Capabilities] = {
         document_urls=("application/pdf", "text/*"),
         documents_as="PDF and text as `inlineData` or `fileData` (URL)",
         audio_as="`inlineData`",
+        video_as="`inlineData` or `fileData` (URL)",
         caching="automatic (`cached_tokens` reported)",
         typed_output="`generationConfig.responseJsonSchema`",
     ),
@@ -97,7 +102,7 @@ WIRES: dict[str, Capabilities] = {
         caching="automatic (`cached_tokens` reported)",
         typed_output="`text.format` (`json_schema`)",
     ),
-    # Ollama's /api/chat takes text and base64 images only.
+    # Ollama's /api/chat takes text and base64 images only (no documents, audio or video).
     "ollama": Capabilities(
         reasoning_effort="`think`",
         reasoning_budget=None,
@@ -123,6 +128,14 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
             f"provider whose wire takes audio ({_wires_that('audio_as')})"
         )
         raise UnsupportedError(msg, provider=provider)
+    if isinstance(part, VideoPart):
+        if caps.video_as:
+            return
+        msg = (
+            f"{provider} cannot take video; send frames as images (Llm.image), or use a "
+            f"provider whose wire takes video ({_wires_that('video_as')})"
+        )
+        raise UnsupportedError(msg, provider=provider)
     doc: DocumentPart = part
     by_url = doc.url is not None
     if caps.takes_document(doc.media_type, by_url=by_url):
@@ -146,8 +159,8 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
     raise UnsupportedError(msg, provider=provider)
 
 
-def table_cells(wire: str) -> tuple[str, str, str, str, str]:
-    """The README's reasoning, documents, audio, caching and typed-output cells of ``wire``."""
+def table_cells(wire: str) -> tuple[str, str, str, str, str, str]:
+    """The README's reasoning, documents, audio, video, caching and typed-output cells."""
     caps = WIRES[wire]
     reasoning = [
         f"{knob}: {field}"
@@ -158,6 +171,7 @@ def table_cells(wire: str) -> tuple[str, str, str, str, str]:
         ", ".join(reasoning) or "no",
         caps.documents_as or "no",
         caps.audio_as or "no",
+        caps.video_as or "no",
         caps.caching,
         caps.typed_output,
     )

@@ -297,6 +297,9 @@ class GeminiWire:
                 "both reasoning_effort and reasoning_budget",
                 "Gemini takes a thinkingLevel or a thinkingBudget, not both; pass one",
             )
+        if budget == "adaptive":
+            # -1 is Gemini's dynamic budget: the model decides how long to think.
+            return {"thinkingBudget": -1, "includeThoughts": True}
         if budget is not None:
             return {"thinkingBudget": budget, "includeThoughts": True}
         if effort is not None:

@@ -25,10 +25,12 @@ from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUs
 from ..errors import ProviderError, UnsupportedError
 from .base import (
     call_arguments,
+    check_effort,
     image_source,
     parse_json,
     reasoning_refused,
     refuse_previous_response,
+    refuse_server_tools,
     tool_names,
 )
 from .capabilities import check_attachment
@@ -165,6 +167,8 @@ class OllamaWire:
         https://docs.ollama.com/capabilities/thinking: most thinking models take a boolean;
         gpt-oss takes ``"low"``, ``"medium"`` or ``"high"`` and ignores a boolean.
         """
+        refuse_server_tools(self.provider, req, "/api/chat")
+        check_effort(self.provider, req, ("low", "medium", "high"))
         if req.reasoning_budget is not None:
             raise reasoning_refused(
                 self.provider,

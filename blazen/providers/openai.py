@@ -30,11 +30,18 @@ from .._types import (
     AudioPart,
     CompletionRequest,
     CompletionResponse,
+    DocumentPart,
     StreamChunk,
     TokenUsage,
 )
 from ..errors import ProviderError
-from .base import parse_json, reasoning_refused, refuse_previous_response
+from .base import (
+    check_effort,
+    parse_json,
+    reasoning_refused,
+    refuse_previous_response,
+    refuse_server_tools,
+)
 from .capabilities import check_attachment
 from .reasoning_details import add_details, flush_details, sent_back
 
@@ -46,6 +53,7 @@ def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
     check_attachment(provider, "openai", part)
     if isinstance(part, AudioPart):
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": part.format}}
+    assert isinstance(part, DocumentPart)  # video was refused above
     # file_data needs a filename beside it; bytes given without one get a neutral name.
     name = part.filename or "document" + (mimetypes.guess_extension(part.media_type) or "")
     return {"type": "file", "file": {"filename": name, "file_data": part.as_data_url()}}
@@ -184,6 +192,9 @@ class OpenAIWire:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_server_tools(self.provider, req, "chat completions")
+        # https://platform.openai.com/docs/api-reference/chat/create#reasoning_effort
+        check_effort(self.provider, req, ("none", "minimal", "low", "medium", "high", "xhigh"))
         if req.reasoning_budget is not None:
             raise reasoning_refused(
                 self.provider,

@@ -306,7 +306,8 @@ def markdown_table() -> str:
     """
     rows = [
         "| factory | wire | default `base_url` | key variables | default model "
-        "| `max_tokens` sent as | Responses API | reasoning | documents | audio | caching "
+        "| `max_tokens` sent as | Responses API | reasoning | documents | audio | video "
+        "| caching "
         "| typed output |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -39,7 +39,18 @@ from typing import Any, Optional
 
 from .._http import HttpRequest
 from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
-from .._types import CompletionRequest, CompletionResponse, ReasoningPart, StreamChunk, TokenUsage
+from .._types import (
+    Citation,
+    CompletionRequest,
+    CompletionResponse,
+    ProviderItem,
+    ReasoningPart,
+    ServerToolEvent,
+    StopDetails,
+    StreamChunk,
+    TokenUsage,
+    server_tool_chunk,
+)
 from ..errors import ProviderError
 from .base import parse_json
 from .responses_input import WIRE, request_body
@@ -112,7 +123,17 @@ def _error_event(provider: str, obj: Mapping[str, Any], raw: str) -> ProviderErr
 class ResponsesFold:
     """One stream's reading of Responses events; what it keeps between them, typed."""
 
-    __slots__ = ("_kinds", "_pending", "_provider", "_reasoning_at", "_streamed", "state")
+    __slots__ = (
+        "_kinds",
+        "_output",
+        "_part_start",
+        "_pending",
+        "_provider",
+        "_reasoning_at",
+        "_streamed",
+        "_whole",
+        "state",
+    )
 
     def __init__(self, provider: str, state: StreamState) -> None:
         self._provider = provider
@@ -125,6 +146,12 @@ class ResponsesFold:
         self._pending: list[tuple[str, str, str]] = []
         #: Where the reasoning text stands: (output_index, part), for the separator.
         self._reasoning_at: Optional[tuple[int, int]] = None
+        #: Every finished output item, in order: the turn kept whole when it must be.
+        self._output: list[Any] = []
+        #: Whether the turn must go back whole (a built-in tool ran, the text cites).
+        self._whole = False
+        #: Where the current text part starts in the answer's text (annotation offsets).
+        self._part_start = 0
 
     # -- the events ------------------------------------------------------------------
 
@@ -160,6 +187,13 @@ class ResponsesFold:
             return None
         if kind in ("response.completed", "response.incomplete"):
             return self._ended(obj.get("response") or {}, kind)
+        if kind == "response.content_part.added":
+            # Annotation offsets count within their part; the answer's text is all parts.
+            self._part_start = len(state.text)
+            return None
+        if kind == "response.output_text.annotation.added":
+            self._cite(obj.get("annotation"))
+            return None
         if kind == "response.created":
             response = obj.get("response") or {}
             state.response_id = response.get("id")
@@ -193,6 +227,8 @@ class ResponsesFold:
         if type(index) is not int or not isinstance(kind, str):
             raise malformed(self._provider, "an output item without index or type", str(item))
         self._kinds[index] = kind
+        if kind not in _OWN:
+            return self._server_tool(kind, item, "running")
         if kind not in _CALLS:
             return None
         call_id = item.get("call_id")
@@ -206,6 +242,7 @@ class ResponsesFold:
         if index not in self._kinds:
             # A server that sends only finished items: added and done at once.
             self._item_added(index, item)
+        self._output.append(item)
         state = self.state
         if kind == "reasoning":
             text = self._item_text(item)
@@ -213,9 +250,9 @@ class ResponsesFold:
             self._pending.append(("thinking" if text else "redacted", text, json.dumps(item)))
             return chunk
         if kind not in _OWN:
-            # A tool OpenAI ran itself: kept whole for the next turn, never a tool call.
-            self._pending.append(("redacted", "", json.dumps(item)))
-            return None
+            # A tool OpenAI ran itself: never a tool call; the turn goes back whole.
+            self._whole = True
+            return self._server_tool(str(kind), item, "done")
         if index in self._streamed:
             if kind == "custom_tool_call":
                 self._keep_custom(item)
@@ -242,11 +279,57 @@ class ResponsesFold:
             )
             self.state.add_reasoning_part(part)
 
+    def _server_tool(
+        self, kind: str, item: Mapping[str, Any], status: str
+    ) -> Optional[StreamChunk]:
+        # web_search_call -> "web_search": the tool's name, as Llm.server_tool takes it.
+        name = kind[: -len("_call")] if kind.endswith("_call") else kind
+        item_id = item.get("id")
+        event = ServerToolEvent(
+            provider=WIRE,
+            name=name or "unknown",
+            status=status,
+            id=item_id if isinstance(item_id, str) else None,
+            raw=item,
+        )
+        return server_tool_chunk(event, self.state.tool_calls)
+
+    def _cite(self, annotation: Any) -> None:
+        if not isinstance(annotation, Mapping) or not isinstance(annotation.get("type"), str):
+            return  # not the documented shape: nothing to cite rather than a broken answer
+        start, end = annotation.get("start_index"), annotation.get("end_index")
+        shift = self._part_start
+
+        def text(name: str) -> Optional[str]:
+            value = annotation.get(name)
+            return value if isinstance(value, str) else None
+
+        self.state.add_citation(
+            Citation(
+                provider=WIRE,
+                kind=annotation["type"],
+                url=text("url"),
+                title=text("title"),
+                file_id=text("file_id"),
+                filename=text("filename"),
+                source_index=annotation.get("index")
+                if type(annotation.get("index")) is int
+                else None,
+                text_start=start + shift if type(start) is int else None,
+                text_end=end + shift if type(end) is int else None,
+                raw=annotation,
+            )
+        )
+        self._whole = True
+
     def _message(self, item: Mapping[str, Any]) -> Optional[StreamChunk]:
         text: list[str] = []
         refusal: list[str] = []
         for part in item.get("content") or ():
             if part.get("type") == "output_text":
+                self._part_start = len(self.state.text) + sum(map(len, text))
+                for annotation in part.get("annotations") or ():
+                    self._cite(annotation)
                 text.append(part.get("text") or "")
             elif part.get("type") == "refusal":
                 refusal.append(part.get("refusal") or "")
@@ -269,6 +352,8 @@ class ResponsesFold:
     def _ended(self, response: Mapping[str, Any], kind: str) -> Optional[StreamChunk]:
         state = self.state
         self._place_reasoning(None)
+        if self._whole:
+            state.keep_items((ProviderItem(provider=WIRE, kind="output", data=self._output),))
         state.response_id = response.get("id") or state.response_id
         state.model = response.get("model") or state.model
         usage = response.get("usage")
@@ -278,6 +363,10 @@ class ResponsesFold:
             details = response.get("incomplete_details") or {}
             # max_output_tokens -> length, content_filter -> content_filter; raw kept.
             state.raw_finish_reason = details.get("reason") or "incomplete"
+            if details:
+                state.stop_details = StopDetails(
+                    provider=WIRE, category=state.raw_finish_reason, raw=details
+                )
         else:
             state.raw_finish_reason = response.get("status") or "completed"
         state.finished = True

@@ -30,18 +30,43 @@ from .._types import (
     CompletionRequest,
     DocumentPart,
     ReasoningPart,
+    ServerTool,
     ToolCall,
 )
 from ..errors import UnsupportedError, ValidationError
-from .base import reasoning_refused
+from .base import check_effort, reasoning_refused
 from .capabilities import check_attachment
 
-__all__ = ["WIRE", "input_items", "request_body"]
+__all__ = ["WIRE", "input_items", "request_body", "server_tool"]
 
 #: What ReasoningPart.provider says of the items this wire keeps to send back.
 WIRE = "openai-responses"
 #: The name the capability table knows this wire by.
 CAPABILITIES = "responses"
+# https://platform.openai.com/docs/api-reference/responses/create#reasoning-effort
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+# https://platform.openai.com/docs/guides/tools: the built-in tools by the short names
+# Llm.server_tool takes (the Anthropic-style "code_execution" is OpenAI's code interpreter),
+# and the tool types OpenAI documents, sent as given.
+_SERVER_TOOLS = {
+    "web_search": "web_search",
+    "file_search": "file_search",
+    "code_execution": "code_interpreter",
+    "code_interpreter": "code_interpreter",
+    "image_generation": "image_generation",
+    "mcp": "mcp",
+    "shell": "shell",
+}
+_DOCUMENTED_TYPES = frozenset(
+    {
+        *_SERVER_TOOLS.values(),
+        "web_search_preview",
+        "web_search_2025_08_26",
+        "local_shell",
+        "computer_use_preview",
+        "apply_patch",
+    }
+)
 
 
 def _item(part: ReasoningPart) -> Any:
@@ -128,6 +153,48 @@ def _assistant(m: ChatMessage, store: bool) -> Iterator[Any]:
         yield _call(call, riders.get(call.id))
 
 
+def server_tool(provider: str, tool: ServerTool) -> dict[str, Any]:
+    """The ``tools`` entry of a built-in tool OpenAI runs itself."""
+    kind = _SERVER_TOOLS.get(tool.name) or (tool.name if tool.name in _DOCUMENTED_TYPES else None)
+    if kind is None:
+        msg = (
+            f"{provider}'s Responses API has no built-in tool {tool.name!r}; it has "
+            f"{', '.join(sorted(_SERVER_TOOLS))} (or a documented type such as "
+            "'web_search_preview')"
+        )
+        raise UnsupportedError(msg, provider=provider)
+    entry: dict[str, Any] = {"type": kind, **tool.config}
+    if kind == "code_interpreter":
+        # The interpreter needs a container; "auto" makes one per request.
+        entry.setdefault("container", {"type": "auto"})
+    return entry
+
+
+def _verbatim(m: ChatMessage, store: bool) -> Optional[list[Any]]:
+    """A turn kept whole (built-in tool items, cited text): its output items, in order.
+
+    Calls are taken from the turn's ``tool_calls`` (the agent may have renamed an id that
+    repeated); everything else goes back as it came.
+    """
+    kept = next((i for i in m.provider_items if i.provider == WIRE and i.kind == "output"), None)
+    if kept is None or not isinstance(kept.data, list):
+        return None
+    calls = iter(m.tool_calls)
+    out: list[Any] = []
+    for item in kept.data:
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind in ("function_call", "custom_tool_call"):
+            call = next(calls, None)
+            if call is None:
+                continue
+            field = "arguments" if kind == "function_call" else "input"
+            item = {**item, "call_id": call.id, "name": call.name, field: call.arguments_json}
+        elif kind == "reasoning" and not store and not item.get("encrypted_content"):
+            continue  # see _sent_back
+        out.append(item)
+    return out
+
+
 def input_items(
     provider: str, req: CompletionRequest, *, store: bool = False
 ) -> tuple[list[Any], Optional[str]]:
@@ -148,6 +215,15 @@ def input_items(
         elif m.role == "user":
             items.append(_user(provider, m))
         elif m.role == "assistant":
+            verbatim = _verbatim(m, store)
+            if verbatim is not None:
+                custom.update(
+                    i["call_id"]
+                    for i in verbatim
+                    if isinstance(i, dict) and i.get("type") == "custom_tool_call"
+                )
+                items.extend(verbatim)
+                continue
             custom.update(
                 p.tool_call_id
                 for p in m.reasoning_parts
@@ -190,6 +266,14 @@ def request_body(
             "reasoning_budget (a token budget)",
             "the Responses API takes reasoning_effort='low', 'medium' or 'high' instead",
         )
+    # https://platform.openai.com/docs/api-reference/responses/create#reasoning-effort
+    check_effort(provider, req, _EFFORTS)
+    if req.reasoning_display is not None:
+        raise reasoning_refused(
+            provider,
+            f"reasoning_display={req.reasoning_display!r}",
+            "the Responses API streams summaries of its reasoning, never the raw thinking",
+        )
     if req.stop:
         msg = (
             f"{provider}'s Responses API has no stop sequences; drop stop=, or use "
@@ -209,17 +293,19 @@ def request_body(
     if req.reasoning_effort is not None:
         # summary "auto": reasoning summaries stream only when asked for.
         body["reasoning"] = {"effort": req.reasoning_effort, "summary": "auto"}
-    if req.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters,
-                "strict": False,
-            }
-            for t in req.tools
-        ]
+    tools = [
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.parameters,
+            "strict": False,
+        }
+        for t in req.tools
+    ]
+    tools += [server_tool(provider, t) for t in req.server_tools]
+    if tools:
+        body["tools"] = tools
     if req.tool_choice is not None:
         body["tool_choice"] = (
             req.tool_choice
