@@ -3,7 +3,7 @@
 Each wire format (``openai``, ``anthropic``, ``gemini``, ``ollama``) builds requests,
 folds payloads into :class:`blazen._stream.StreamState` and reads error bodies, with no
 I/O. :data:`PROVIDERS` is the one table of providers that :class:`Providers`' factories,
-the command line and the README read. The native wire modules load on first use.
+the command line and the docs' provider page read. The native wire modules load on first use.
 """
 
 from __future__ import annotations
