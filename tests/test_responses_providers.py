@@ -240,3 +240,41 @@ def test_an_unknown_server_tool_is_refused_before_sending(server):
     blazen.Streaming.complete(model_for("openai", server, api="responses"), req, rec.handler)
     assert isinstance(rec.error, blazen.UnsupportedError) and "web_search" in rec.error.message
     assert server.requests == []
+
+
+# -- the command line --------------------------------------------------------------------
+
+
+def test_blazen_chat_api_responses_streams_from_the_responses_api(server, capsys, monkeypatch):
+    """blazen chat --api responses posts to /responses and prints the answer."""
+    from blazen import cli
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env-key-0123456789")
+    server.add(text_reply())
+    argv = ["chat", "--provider", "openai", "--base-url", server.base_url, "--api", "responses"]
+    assert cli.main([*argv, "hi"]) == 0
+    assert "Why did the scarecrow win an award?" in capsys.readouterr().out
+    assert server.requests[0].path == "/v1/responses"
+
+
+def test_blazen_batch_api_responses_runs_each_item_on_the_responses_api(server, tmp_path):
+    """blazen batch --api responses sends every item to /responses."""
+    from blazen import cli
+
+    prompts = tmp_path / "in.jsonl"
+    prompts.write_text('{"id": "a", "prompt": "hi"}\n{"id": "b", "prompt": "ho"}\n')
+    server.add(text_reply(), text_reply())
+    out = tmp_path / "out.jsonl"
+    argv = ["batch", str(prompts), "--out", str(out), "--base-url", server.base_url]
+    assert cli.main([*argv, "--api", "responses", "--concurrency", "1"]) == 0
+    assert [r.path for r in server.requests] == ["/v1/responses"] * 2
+    assert out.read_text().count("Why did the scarecrow win an award?") == 2
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "local"])
+def test_blazen_chat_api_on_a_provider_of_its_own_api_is_a_usage_error(provider, capsys):
+    """--api applies to OpenAI-format providers only: exit status 2, saying so."""
+    from blazen import cli
+
+    assert cli.main(["chat", "--provider", provider, "--api", "responses", "hi"]) == 2
+    assert "--api applies to OpenAI-format providers" in capsys.readouterr().err

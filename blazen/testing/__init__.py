@@ -27,7 +27,7 @@ from __future__ import annotations
 from .recorder import Recorder
 from .replies import Action, Drop, Pause, Reply, Stall
 from .server import ConnectionRecord, RecordedRequest, StreamServer
-from .wire import openai_sse, openai_tool_sse, split_bytes, sse, sse_event
+from .wire import openai_sse, openai_tool_sse, responses_sse, split_bytes, sse, sse_event
 
 __all__ = [
     "Action",
@@ -41,6 +41,7 @@ __all__ = [
     "StreamServer",
     "openai_sse",
     "openai_tool_sse",
+    "responses_sse",
     "split_bytes",
     "sse",
     "sse_event",
