@@ -37,8 +37,15 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from .._http import HttpRequest
-from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
+from .._kit import (
+    HttpRequest,
+    StreamState,
+    error_event,
+    error_from_body,
+    error_from_http,
+    malformed,
+    parse_json,
+)
 from .._types import (
     Citation,
     CompletionRequest,
@@ -52,7 +59,6 @@ from .._types import (
     server_tool_chunk,
 )
 from ..errors import ProviderError
-from .base import parse_json
 from .responses_input import WIRE, request_body
 
 __all__ = ["ResponsesFold", "ResponsesWire"]
@@ -445,13 +451,6 @@ class ResponsesWire:
     def start(self, state: StreamState) -> ResponsesFold:
         """A fresh fold for one stream."""
         return ResponsesFold(self.provider, state)
-
-    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
-        """Fold one event into ``state`` (the stream's fold is made on its first event)."""
-        fold = state.scratch.get("fold")
-        if fold is None:
-            fold = state.scratch["fold"] = self.start(state)
-        return fold.fold(event, data)
 
     def parse_response(self, body: str) -> CompletionResponse:
         """The response of a non-streaming request."""
