@@ -7,12 +7,22 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from .._http import shown_url
+from .._kit import WireFormat
 from .._stream import ChatModel, ModelOptions
 from ..errors import AuthError, UnsupportedError, ValidationError
+from .embeddings import OpenAIEmbeddings
 from .openai import OpenAIWire
 from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
-__all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
+__all__ = [
+    "check_url",
+    "env_url",
+    "openai_format",
+    "pop_embedding_model",
+    "pop_option",
+    "preset",
+    "resolve_key",
+]
 
 #: The OpenAI-format APIs a factory's ``api=`` picks.
 _APIS = ("chat", "responses")
@@ -114,17 +124,26 @@ def openai_format(
     reasoning_field: Optional[str] = None,
     reasoning_details: bool = False,
     responses_url: Optional[str] = None,
+    embedding_model: Optional[str] = None,
+    embeddings_url: Optional[str] = None,
 ) -> ChatModel:
     """A model that speaks OpenAI's chat-completions wire format, or with
     ``api="responses"`` its Responses API (at ``responses_url``, else
     ``{base_url}/responses``)."""
     options = dict(options)
+    embedding_model = pop_embedding_model(options, embedding_model)
     api = pop_option(options, "api", "chat", str)
     if api not in _APIS:
         msg = f"api must be 'chat' (chat completions) or 'responses' (Responses API), not {api!r}"
         raise ValueError(msg)
     if api == "responses":
-        return _responses(provider, api_key, model, base_url, options, responses_url, auth_header)
+        wire, opts, base = _responses_wire(
+            provider, api_key, model, base_url, options, responses_url, auth_header
+        )
+        embedder = _embedder(
+            provider, base, api_key, auth_header, opts, embedding_model, embeddings_url
+        )
+        return _model(wire, model, base, opts, api_key, embedder)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
     reasoning_details = pop_option(options, "reasoning_details", reasoning_details, bool)
     reasoning_field = options.pop("reasoning_field", reasoning_field)
@@ -164,10 +183,61 @@ def openai_format(
         reasoning_field=reasoning_field,
         reasoning_details=reasoning_details,
     )
-    return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    embedder = _embedder(
+        provider, base, api_key, auth_header, opts, embedding_model, embeddings_url
+    )
+    return _model(wire, model, base, opts, api_key, embedder)
 
 
-def _responses(
+def _embedder(
+    provider: str,
+    base: str,
+    api_key: str,
+    auth_header: str,
+    opts: ModelOptions,
+    embedding_model: Optional[str],
+    embeddings_url: Optional[str],
+) -> Optional[OpenAIEmbeddings]:
+    """The OpenAI-format embeddings of a model, whichever API its completions speak."""
+    if embedding_model is None:
+        return None
+    return OpenAIEmbeddings(
+        provider=provider,
+        url=embeddings_url or f"{base}/embeddings",
+        model=embedding_model,
+        auth=None
+        if not api_key
+        else (auth_header, api_key if auth_header != "Authorization" else f"Bearer {api_key}"),
+        headers=opts.headers,
+        # Mistral answers unknown fields with 422 (see the registry's stream_usage).
+        base64=provider != "mistral",
+    )
+
+
+def _model(
+    wire: WireFormat,
+    model: str,
+    base: str,
+    opts: ModelOptions,
+    api_key: str,
+    embedder: Optional[OpenAIEmbeddings],
+) -> ChatModel:
+    chat = ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    if embedder is not None:
+        chat.embedder = embedder
+    return chat
+
+
+def pop_embedding_model(options: dict[str, Any], default: Optional[str]) -> Optional[str]:
+    """The ``embedding_model`` option (else ``default``), checked."""
+    value = options.pop("embedding_model", default)
+    if value is not None and (not isinstance(value, str) or not value):
+        msg = f"embedding_model must be a non-empty string or None, got {value!r}"
+        raise TypeError(msg)
+    return value
+
+
+def _responses_wire(
     provider: str,
     api_key: str,
     model: str,
@@ -175,9 +245,9 @@ def _responses(
     options: dict[str, Any],
     url: Optional[str],
     auth_header: str,
-) -> ChatModel:
-    """A model of the Responses API; its own options are ``store`` and
-    ``encrypted_reasoning`` (the chat wire's are read and left unused)."""
+) -> tuple[WireFormat, ModelOptions, str]:
+    """The wire of a Responses API model, its options and base URL; its own options are
+    ``store`` and ``encrypted_reasoning`` (the chat wire's are read and left unused)."""
     from .responses import ResponsesWire  # loaded only by models that speak it
 
     for chat_only in ("stream_usage", "reasoning_details", "reasoning_field", "max_tokens_field"):
@@ -199,7 +269,7 @@ def _responses(
         store=store,
         encrypted_reasoning=encrypted,
     )
-    return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    return wire, opts, base
 
 
 def preset(
@@ -226,4 +296,5 @@ def preset(
         max_tokens_field=info.max_tokens_field,
         reasoning_field=info.reasoning_field,
         reasoning_details=info.reasoning_details,
+        embedding_model=info.embedding_model,
     )

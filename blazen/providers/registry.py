@@ -74,6 +74,10 @@ class ProviderInfo:
     #: Where it answers the Responses API when that is not ``{base_url}/responses`` (used
     #: when no ``base_url`` is given).
     responses_url: Optional[str] = None
+    #: The embedding model ``model.embed()`` uses when none is named (option
+    #: ``embedding_model`` overrides it), or None where the service has no embedding
+    #: endpoint (``embed`` then raises UnsupportedError unless the option names a model).
+    embedding_model: Optional[str] = None
 
 
 def _compat(
@@ -88,6 +92,7 @@ def _compat(
     reasoning_details: bool = False,
     responses: bool = False,
     responses_url: Optional[str] = None,
+    embedding_model: Optional[str] = None,
 ) -> ProviderInfo:
     return ProviderInfo(
         name=name,
@@ -101,6 +106,7 @@ def _compat(
         reasoning_details=reasoning_details,
         responses=responses,
         responses_url=responses_url,
+        embedding_model=embedding_model if not local else "default",
         auto=not local,
         summary="chat completions on localhost" if local else "chat completions",
     )
@@ -116,6 +122,7 @@ _ROWS = (
         model="gpt-4o-mini",
         max_tokens_field="max_completion_tokens",
         responses=True,
+        embedding_model="text-embedding-3-small",
     ),
     ProviderInfo(
         name="anthropic",
@@ -132,6 +139,7 @@ _ROWS = (
         base_url="https://generativelanguage.googleapis.com/v1beta",
         key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         model="gemini-2.5-flash",
+        embedding_model="gemini-embedding-001",
         summary="`streamGenerateContent?alt=sse`, key in `x-goog-api-key`",
     ),
     ProviderInfo(
@@ -140,6 +148,7 @@ _ROWS = (
         base_url="http://localhost:11434",
         key_env=(),
         model="llama3.2",
+        embedding_model="embeddinggemma",
         key_required=False,
         auto=False,
         summary="native `/api/chat` NDJSON",
@@ -158,6 +167,8 @@ _ROWS = (
         # https://learn.microsoft.com/azure/ai-foundry/openai/how-to/responses: the v1 API,
         # {endpoint}/openai/v1/responses, the deployment as the body's model.
         responses=True,
+        # A deployment of an embedding model, named like the model by default.
+        embedding_model="text-embedding-3-small",
     ),
     # Any server that speaks OpenAI's wire: its key variable is derived from provider_name.
     ProviderInfo(
@@ -170,6 +181,7 @@ _ROWS = (
         auto=False,
         summary="chat completions at any `base_url`",
         responses=True,
+        embedding_model="default",
     ),
     _compat(
         "openrouter",
@@ -195,6 +207,7 @@ _ROWS = (
         "meta-llama/Llama-3.3-70B-Instruct-Turbo",
         # https://docs.together.ai/docs/inference/responses (beta; no stored responses).
         responses=True,
+        embedding_model="BAAI/bge-base-en-v1.5",
     ),
     # Mistral validates strictly: stream_options is a 422 "extra_forbidden"; it reports usage
     # in the last chunk anyway.
@@ -206,6 +219,7 @@ _ROWS = (
         stream_usage=False,
         # https://docs.mistral.ai/inference/conversations: stateless Responses API.
         responses=True,
+        embedding_model="mistral-embed",
     ),
     _compat(
         "deepseek",
@@ -224,6 +238,7 @@ _ROWS = (
         "accounts/fireworks/models/llama-v3p3-70b-instruct",
         # https://docs.fireworks.ai/guides/response-api
         responses=True,
+        embedding_model="nomic-ai/nomic-embed-text-v1.5",
     ),
     # Perplexity sends usage on its chunks unasked.
     _compat(
@@ -246,6 +261,7 @@ _ROWS = (
         ("CO_API_KEY", "COHERE_API_KEY"),
         "command-a-03-2025",
         stream_usage=False,
+        embedding_model="embed-v4.0",
     ),
     # Local servers: the model is whatever the server has loaded; pass model= to choose.
     # All three serve /v1/responses: LM Studio since 0.3.29
