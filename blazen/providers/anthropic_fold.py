@@ -1,6 +1,6 @@
 """The Messages API turn as it streams: content blocks, citations, server tools. No I/O.
 
-One :class:`Turn` per stream keeps this wire's private state, typed: the open blocks by
+One :class:`AnthropicFold` per stream keeps this wire's private state, typed: the open blocks by
 index, the finished ones in order, the usage of each message. A continued paused turn
 (``pause_turn``) is several messages in one stream: block indices start again at 0 in each,
 usage adds up over them, and the content of all of them is one assistant turn.
@@ -17,10 +17,20 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from .._types import Citation, ProviderItem, ReasoningPart, ServerToolEvent, StopDetails, TokenUsage
+from .._kit import StreamState, error_event, error_from_body, malformed, parse_json
+from .._types import (
+    Citation,
+    ProviderItem,
+    ReasoningPart,
+    ServerToolEvent,
+    StopDetails,
+    StreamChunk,
+    TokenUsage,
+    server_tool_chunk,
+)
 from .anthropic_request import WIRE
 
-__all__ = ["Block", "Turn", "citation", "stop_details", "usage_of"]
+__all__ = ["AnthropicFold", "Block", "Turn", "citation", "refusal_text", "stop_details", "usage_of"]
 
 # Blocks blazen rebuilds whole from its own fields; any other type is kept verbatim.
 _REBUILT = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
@@ -134,7 +144,7 @@ class Block:
 
 
 class Turn:
-    """This wire's state for one stream (kept in ``StreamState.scratch``)."""
+    """The content of one assistant turn as it streams, over every message of it."""
 
     __slots__ = (
         "_container",
@@ -240,3 +250,199 @@ def thinking_part(text: str, signature: Any) -> ReasoningPart:
         signature=signature if isinstance(signature, str) and signature else None,
         provider=WIRE,
     )
+
+
+def refusal_text(provider: str, holder: Mapping[str, Any]) -> str:
+    """The refusal's explanation, never blank.
+
+    A streaming classifier stopped the answer; stop_details explains why (since 2025;
+    https://docs.claude.com/en/docs/test-and-evaluate/strengthen-guardrails/
+    handle-streaming-refusals).
+    """
+    details = holder.get("stop_details") or {}
+    explanation = details.get("explanation") if isinstance(details, Mapping) else None
+    if isinstance(explanation, str) and explanation:
+        return explanation
+    return f"{provider} stopped the answer with stop_reason 'refusal'"
+
+
+class AnthropicFold(Turn):
+    """One Messages stream's fold: named SSE events into its state, block by block."""
+
+    __slots__ = ("provider", "state")
+
+    def __init__(self, provider: str, state: StreamState) -> None:
+        super().__init__()
+        self.provider = provider
+        self.state = state
+
+    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one SSE event."""
+        state = self.state
+        if event == "error":
+            raise error_event(self.provider, data)
+        obj = parse_json(self.provider, data)
+        kind = obj.get("type") or event
+        if kind == "content_block_delta":
+            return self._delta(obj, data)
+        if kind == "content_block_start":
+            return self._block_start(obj)
+        if kind == "content_block_stop":
+            return self._block_stop(obj)
+        if kind == "message_start":
+            message = obj.get("message") or {}
+            state.model = message.get("model") or state.model
+            # A continued turn is several messages: the first one's id names the answer.
+            state.response_id = state.response_id or message.get("id")
+            turn = self
+            turn.begin_message(message.get("usage") or {}, state.usage)
+            state.usage = turn.total_usage()
+            return None
+        if kind == "message_delta":
+            return self._message_delta(obj)
+        if kind == "message_stop":
+            state.finished = True
+            turn = self
+            state.keep_items(turn.items(paused=state.raw_finish_reason == "pause_turn"))
+            return None
+        if kind == "error":
+            raise error_from_body(self.provider, None, obj, raw=data)
+        return None  # ping, and event types added after this was written
+
+    def _message_delta(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        state = self.state
+        delta = obj.get("delta") or {}
+        stop = delta.get("stop_reason")
+        if stop:
+            state.raw_finish_reason = stop
+        turn = self
+        # Counts here are cumulative totals: they replace, never add; a field left out
+        # keeps its message_start value.
+        turn.usage.update({k: v for k, v in (obj.get("usage") or {}).items() if v is not None})
+        state.usage = turn.total_usage()
+        turn.container(delta.get("container"))
+        details = stop_details(delta.get("stop_details"))
+        if details is not None:
+            state.stop_details = details
+        if stop == "refusal":
+            return state.emit_refusal(refusal_text(self.provider, delta))
+        return None
+
+    def _block_start(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        state = self.state
+        index = obj["index"]
+        start = obj.get("content_block") or {}
+        turn = self
+        block = turn.open(index, start)
+        btype = block.type
+        if btype == "tool_use":
+            state.tool_delta(index, start.get("id"), start.get("name"), None)
+            given = start.get("input")
+            if given:
+                state.tool_delta(index, None, None, json.dumps(given))
+            return state.emit(None, None)
+        if btype == "text":
+            text = start.get("text")
+            if text and isinstance(text, str):
+                turn.text_len += len(text)
+            return state.emit(text, None)
+        if btype == "thinking":
+            return state.emit(None, start.get("thinking"))
+        if btype == "redacted_thinking":
+            data = start.get("data")
+            if not isinstance(data, str) or not data:
+                raise malformed(self.provider, "redacted_thinking has no data", json.dumps(obj))
+            state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
+            return None
+        event = turn.server_event(block)
+        if event is not None:
+            return server_tool_chunk(event, state.tool_calls)
+        return None
+
+    def _delta(self, obj: Mapping[str, Any], data: str) -> Optional[StreamChunk]:
+        state = self.state
+        delta = obj.get("delta") or {}
+        dtype = delta.get("type")
+        turn = self
+        block = turn.blocks.get(obj.get("index"))
+        if dtype == "text_delta":
+            text = delta.get("text")
+            if text is not None and not isinstance(text, str):
+                raise malformed(self.provider, "text_delta.text is not a string", data)
+            if text and block is not None:
+                block.parts.append(text)
+                turn.text_len += len(text)
+            return state.emit(text, None)
+        if dtype == "thinking_delta":
+            text = delta.get("thinking")
+            chunk = state.emit(None, text)
+            if text and block is not None:
+                # emit() has checked it is text; the block keeps it for its signature.
+                block.parts.append(text)
+            return chunk
+        if dtype == "signature_delta":
+            # One opaque token per block, set (not appended), as the official SDKs do.
+            if block is not None:
+                signature = delta.get("signature")
+                block.signature = signature if isinstance(signature, str) else None
+            return None
+        if dtype == "input_json_delta":
+            fragment = delta.get("partial_json")
+            if not fragment or block is None:
+                return None
+            if not isinstance(fragment, str):
+                raise malformed(self.provider, "partial_json is not a string", data)
+            block.parts.append(fragment)
+            if block.type != "tool_use":
+                return None  # a server tool's input: kept to go back, not the caller's to run
+            state.tool_delta(obj["index"], None, None, fragment)
+            return state.emit(None, None)
+        if dtype == "citations_delta":
+            cited = delta.get("citation")
+            if not isinstance(cited, Mapping):
+                raise malformed(self.provider, "citations_delta has no citation object", data)
+            if block is not None:
+                block.citations.append(cited)
+            return None
+        return None  # later additions
+
+    def _block_stop(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        state = self.state
+        index = obj.get("index")
+        turn = self
+        block = turn.close(index)
+        if block is None:
+            return None
+        btype = block.type
+        if btype == "thinking":
+            text = (block.start.get("thinking") or "") + "".join(block.parts)
+            signature = block.signature or block.start.get("signature")
+            state.add_reasoning_part(thinking_part(text, signature))
+            return None
+        if btype == "text":
+            for cited in block.citations:
+                state.add_citation(citation(cited, block.text_start, turn.text_len))
+            return None
+        if btype != "tool_use" or block.parts or block.start.get("input"):
+            return None
+        # A tool called without arguments streams no fragment: its input is {}.
+        state.tool_delta(index, None, None, "{}")
+        return state.emit(None, None)
+
+    def whole(self, obj: Mapping[str, Any]) -> None:
+        """Fold a whole (non-streamed) message: each block as if it had streamed."""
+        state = self.state
+        state.model = obj.get("model")
+        state.response_id = obj.get("id")
+        self.begin_message(obj.get("usage") or {}, None)
+        for i, block in enumerate(obj.get("content") or ()):
+            self._block_start({"index": i, "content_block": block})
+            self._block_stop({"index": i})
+        state.usage = self.total_usage()
+        state.raw_finish_reason = obj.get("stop_reason")
+        self.container(obj.get("container"))
+        state.stop_details = stop_details(obj.get("stop_details"))
+        if state.raw_finish_reason == "refusal":
+            state.emit_refusal(refusal_text(self.provider, obj))
+        state.keep_items(self.items(paused=state.raw_finish_reason == "pause_turn"))
+        state.finished = True
