@@ -39,6 +39,7 @@ from .messages import (
     VideoPart,
 )
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
+from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -46,11 +47,14 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "ChunkEvent",
     "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
+    "DoneEvent",
+    "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
     "ProviderItem",
@@ -59,6 +63,7 @@ __all__ = [
     "ServerToolEvent",
     "StopDetails",
     "StreamChunk",
+    "StreamEvent",
     "TextPart",
     "TokenUsage",
     "ToolCall",
