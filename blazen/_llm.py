@@ -18,6 +18,7 @@ from ._types import (
     DocumentPart,
     ImagePart,
     ReasoningPart,
+    ServerTool,
     ToolCall,
     ToolDefinition,
     VideoPart,
@@ -26,7 +27,9 @@ from ._types import (
 __all__ = ["Llm"]
 
 _TOOL_CHOICES = ("auto", "none", "required")
-_EFFORTS = ("low", "medium", "high")
+# Every level some provider documents; each wire refuses the ones its API does not take.
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+_DISPLAYS = ("omitted", "summarized")
 
 
 def _check_number(name: str, value: Optional[float], low: float, high: float) -> Optional[float]:
@@ -226,6 +229,26 @@ class Llm:
         return ToolDefinition(name=name, description=description, parameters=parameters)
 
     @staticmethod
+    def server_tool(name: str, **config: Any) -> ServerTool:
+        """A tool the provider runs itself, for ``tools=`` beside function tools.
+
+        ``name`` is a short name, sent as the newest version the provider documents:
+        ``"web_search"``, ``"web_fetch"``, ``"code_execution"``, ``"tool_search_regex"``,
+        ``"tool_search_bm25"`` (Anthropic), ``"google_search"``, ``"code_execution"``,
+        ``"url_context"``, ``"google_maps"``, ``"file_search"`` (Gemini), or an exact
+        versioned type (``"web_search_20250305"``), sent as given. ``config`` holds the
+        tool's own options, sent as given. Its calls and results are never the caller's
+        tool calls: they are kept on ``resp.message`` and go back with the next turn, and
+        chunks carry a :class:`~blazen.ServerToolEvent` while one runs. Example::
+
+            req = Llm.completion_request(
+                [Llm.user("What happened in Lisbon today?")],
+                tools=[Llm.server_tool("web_search", max_uses=3)],
+            )
+        """
+        return ServerTool(name=name, config=config)
+
+    @staticmethod
     def completion_request(
         messages: Sequence[ChatMessage],
         *,
@@ -233,14 +256,16 @@ class Llm:
         temperature: Optional[float] = None,
         top_p: Optional[float] = None,
         stop: Union[str, Sequence[str], None] = None,
-        tools: Sequence[ToolDefinition] = (),
+        tools: Sequence[Union[ToolDefinition, ServerTool]] = (),
         tool_choice: Optional[str] = None,
         response_format: Optional[dict[str, Any]] = None,
         model: Optional[str] = None,
         system: Optional[str] = None,
         reasoning_effort: Optional[str] = None,
-        reasoning_budget: Optional[int] = None,
+        reasoning_budget: Union[int, str, None] = None,
         output: Optional[type] = None,
+        reasoning_display: Optional[str] = None,
+        max_continuations: Optional[int] = None,
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
 
@@ -248,11 +273,22 @@ class Llm:
         ``tools`` (forces that function). ``model`` overrides the model's default id;
         ``system`` is a system prompt placed before ``messages``.
 
-        Reasoning: ``reasoning_effort`` (``"low"``, ``"medium"``, ``"high"``) goes to
-        OpenAI-format servers as ``reasoning_effort``, to Gemini as ``thinkingLevel`` and to
-        Ollama as ``think``; ``reasoning_budget`` (thinking tokens) goes to Anthropic as
-        ``thinking.budget_tokens`` and to Gemini as ``thinkingBudget``. A provider that
-        cannot take the one given raises :class:`~blazen.UnsupportedError` before sending.
+        ``tools`` may hold :meth:`server_tool` values beside function tools.
+
+        Reasoning: ``reasoning_effort`` (``"low"``, ``"medium"``, ``"high"``; ``"none"``,
+        ``"minimal"``, ``"xhigh"`` and ``"max"`` where a provider documents them) goes to
+        OpenAI-format servers as ``reasoning_effort``, to Anthropic as
+        ``output_config.effort``, to Gemini as ``thinkingLevel`` and to Ollama as ``think``;
+        ``reasoning_budget`` (thinking tokens) goes to Anthropic as
+        ``thinking.budget_tokens`` and to Gemini as ``thinkingBudget``, and
+        ``reasoning_budget="adaptive"`` lets the model decide (Anthropic adaptive thinking,
+        Gemini ``thinkingBudget: -1``). ``reasoning_display="omitted"`` asks for thinking
+        without its text (Anthropic; the signature still goes back). A provider that
+        cannot take the one given raises :class:`~blazen.UnsupportedError` before sending;
+        what a given model refuses comes back as the API's own error.
+
+        ``max_continuations`` lowers the model's cap on continuing a paused turn (0: report
+        it as ``"paused"`` at once).
 
         Typed output: ``output=Weather`` (an attrs class, a dataclass or a ``TypedDict``)
         asks for an answer of that type, sent as a strict JSON schema (OpenAI-format
@@ -284,10 +320,20 @@ class Llm:
         if not all(isinstance(s, str) and s for s in stops):
             msg = f"stop must be a non-empty string or a list of them, got {stop!r}"
             raise ValueError(msg)
-        tool_defs = tuple(tools)
-        for t in tool_defs:
-            if not isinstance(t, ToolDefinition):
-                msg = f"tools must be Llm.tool(...) values, got {type(t).__name__}"
+        if isinstance(tools, (ToolDefinition, ServerTool)):
+            tools = [tools]
+        tool_defs: tuple[ToolDefinition, ...] = ()
+        server_tools: tuple[ServerTool, ...] = ()
+        for t in tools:
+            if isinstance(t, ServerTool):
+                server_tools += (t,)
+            elif isinstance(t, ToolDefinition):
+                tool_defs += (t,)
+            else:
+                msg = (
+                    "tools must be Llm.tool(...) or Llm.server_tool(...) values, got "
+                    f"{type(t).__name__}"
+                )
                 raise TypeError(msg)
         if tool_choice is not None:
             names = {t.name for t in tool_defs}
@@ -309,7 +355,21 @@ class Llm:
         if reasoning_effort is not None and reasoning_effort not in _EFFORTS:
             msg = f"reasoning_effort must be one of {', '.join(_EFFORTS)}; got {reasoning_effort!r}"
             raise ValueError(msg)
-        _check_count("reasoning_budget", reasoning_budget)
+        if reasoning_budget != "adaptive":
+            _check_count("reasoning_budget", reasoning_budget)
+        if reasoning_display is not None and reasoning_display not in _DISPLAYS:
+            msg = (
+                f"reasoning_display must be one of {', '.join(_DISPLAYS)}; "
+                f"got {reasoning_display!r}"
+            )
+            raise ValueError(msg)
+        if max_continuations is not None:
+            if isinstance(max_continuations, bool) or not isinstance(max_continuations, int):
+                msg = f"max_continuations must be an int, got {type(max_continuations).__name__}"
+                raise TypeError(msg)
+            if max_continuations < 0:
+                msg = f"max_continuations must be at least 0, got {max_continuations}"
+                raise ValueError(msg)
         spec = None if output is None else _output(output, response_format, tool_defs, tool_choice)
         return CompletionRequest(
             messages=msgs,
@@ -318,12 +378,15 @@ class Llm:
             top_p=_check_number("top_p", top_p, 0.0, 1.0),
             stop=stops,
             tools=tool_defs,
+            server_tools=server_tools,
             tool_choice=tool_choice,
             response_format=response_format,
             model=model,
             system=system,
             reasoning_effort=reasoning_effort,
             reasoning_budget=reasoning_budget,
+            reasoning_display=reasoning_display,
+            max_continuations=max_continuations,
             output=spec,
         )
 

@@ -8,7 +8,7 @@ import pytest
 
 import blazen
 from blazen import Llm, Streaming
-from blazen._stream import StreamState
+from blazen._kit import StreamState
 from blazen.providers.anthropic import AnthropicWire
 from blazen.testing import Recorder
 
@@ -336,6 +336,7 @@ def test_fold_is_io_free_and_ignores_server_tool_input():
         "index": 0,
         "delta": {"type": "input_json_delta", "partial_json": '{"query": "x"}'},
     }
-    assert wire.fold(state, "content_block_start", json.dumps(start)) is None
-    assert wire.fold(state, "content_block_delta", json.dumps(delta)) is None
+    fold = wire.start(state)
+    assert fold.fold("content_block_start", json.dumps(start)) is None
+    assert fold.fold("content_block_delta", json.dumps(delta)) is None
     assert state.tool_calls == ()

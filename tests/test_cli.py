@@ -13,6 +13,7 @@ import sys
 import attrs
 import pytest
 
+import blazen
 from blazen import Providers, cli
 from blazen.providers import PROVIDERS
 from blazen.testing import Drop, Pause, Reply, Stall, StreamServer, openai_sse, sse
@@ -32,11 +33,12 @@ def test_json_prints_chunks_then_exactly_one_done(server, capsys):
     server.add(Reply.sse(openai_sse(["Hel", "lo", "!"], usage=usage)))
     assert chat("--json", "--base-url", server.base_url, "hi") == 0
     evs = events(capsys.readouterr().out)
-    assert [e["event"] for e in evs] == ["chunk"] * 4 + ["done"]
-    assert "".join(e["content"] or "" for e in evs[:-1]) == "Hello!"
+    assert [e["kind"] for e in evs] == ["chunk"] * 4 + ["done"]
+    assert "".join(e.get("content") or "" for e in evs[:-1]) == "Hello!"
     assert evs[-2]["is_final"] is True
-    assert evs[-1] == {"event": "done", "finish_reason": "stop", "usage": usage, "refusal": None}
-    assert all(e["refusal"] is None for e in evs[:-1])
+    assert evs[-1] == {"v": 1, "kind": "done", "finish_reason": "stop", "usage": {
+        **dict.fromkeys(attrs.fields_dict(blazen.TokenUsage), 0), **usage}}
+    assert all("refusal" not in e for e in evs[:-1])
 
 
 def test_plain_output_is_the_text_and_a_newline(server, capsys):
@@ -60,14 +62,13 @@ def _refusal_reply() -> Reply:
 
 
 def test_json_chunk_and_done_events_carry_the_refusal(server, capsys):
-    """--json: refusal deltas are in the chunk events; done has the whole refusal and
-    finish_reason content_filter."""
+    """--json: refusal deltas are in the chunk events; done has finish_reason content_filter."""
     server.add(_refusal_reply())
     assert chat("--json", "--base-url", server.base_url, "hi") == 0
     evs = events(capsys.readouterr().out)
-    assert [e["refusal"] for e in evs if e["event"] == "chunk"][:3] == [None, "I can't", " help."]
-    assert evs[-1]["event"] == "done"
-    assert (evs[-1]["finish_reason"], evs[-1]["refusal"]) == ("content_filter", "I can't help.")
+    assert [e.get("refusal") for e in evs if e["kind"] == "chunk"][:3] == [None, "I can't", " help."]
+    assert evs[-1]["kind"] == "done"
+    assert evs[-1]["finish_reason"] == "content_filter"
 
 
 def test_plain_output_shows_a_refusal_and_says_the_model_declined(server, capsys):
@@ -110,8 +111,8 @@ def test_provider_error_exits_1_with_one_error_event_and_message(server, capsys)
     assert chat("--json", "--base-url", server.base_url, "hi") == 1
     captured = capsys.readouterr()
     (ev,) = events(captured.out)
-    assert ev["event"] == "error" and ev["status"] == 400
-    assert "model not found" in ev["message"]
+    assert ev["kind"] == "error" and ev["error"]["status"] == 400
+    assert "model not found" in ev["error"]["message"]
     assert "model not found" in captured.err
 
 
@@ -120,8 +121,8 @@ def test_stream_cut_before_its_end_signal_exits_1(server, capsys):
     server.add(Reply.sse(openai_sse(["partial"], done=False), transfer="close"))
     assert chat("--json", "--base-url", server.base_url, "hi") == 1
     evs = events(capsys.readouterr().out)
-    assert [e["event"] for e in evs] == ["chunk", "error"]
-    assert evs[-1]["kind"] == "connection"
+    assert [e["kind"] for e in evs] == ["chunk", "error"]
+    assert evs[-1]["error"]["kind"] == "connection"
 
 
 def test_unknown_provider_exits_2_and_lists_the_providers(capsys):
@@ -152,7 +153,7 @@ def test_missing_key_for_named_provider_exits_1_naming_the_variable(capsys):
     assert chat("--json", "--provider", "openai", "hi") == 1
     captured = capsys.readouterr()
     (ev,) = events(captured.out)
-    assert ev["kind"] == "auth" and "OPENAI_API_KEY" in ev["message"]
+    assert ev["error"]["kind"] == "auth" and "OPENAI_API_KEY" in ev["error"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -189,10 +190,10 @@ def test_no_key_and_no_local_extra_names_the_install_command(capsys, monkeypatch
     assert chat("--json", "hi") == 1
     captured = capsys.readouterr()
     (ev,) = events(captured.out)
-    assert ev["event"] == "error"
-    assert "pip install 'blazen[local]'" in ev["message"]
+    assert ev["kind"] == "error"
+    assert "pip install 'blazen-stream[local]'" in ev["error"]["message"]
     assert "using the local model" in captured.err
-    assert "pip install 'blazen[local]'" in captured.err
+    assert "pip install 'blazen-stream[local]'" in captured.err
 
 
 def test_local_only_options_are_refused_for_remote_providers(capsys):
@@ -231,7 +232,7 @@ def test_ctrl_c_cancels_the_stream_closes_the_connection_and_exits_130():
         out, err = proc.communicate(timeout=30)
         assert proc.returncode == 130
         (ev,) = events(out)
-        assert ev["event"] == "error" and ev["kind"] == "cancelled"
+        assert ev["kind"] == "error" and ev["error"]["kind"] == "cancelled"
         assert "interrupted" in err and "Traceback" not in err
         assert server.wait_closed(5)
         assert server.connections[0].closed_by == "client"
@@ -325,8 +326,8 @@ def test_text_the_output_encoding_cannot_show_is_replaced_or_escaped(mode, encod
         assert out == shown + "\n"
     else:
         evs = events(out)
-        assert "".join(e["content"] or "" for e in evs[:-1]) == "".join(TRICKY)
-        assert evs[-1]["event"] == "done"
+        assert "".join(e.get("content") or "" for e in evs[:-1]) == "".join(TRICKY)
+        assert evs[-1]["kind"] == "done"
 
 
 @pytest.mark.parametrize("mode", ["text", "json"])
@@ -344,7 +345,7 @@ def test_a_lone_surrogate_from_the_server_does_not_abort_a_utf8_stdout(mode):
         assert proc.stdout == b"a?b\n"
     else:
         evs = events(proc.stdout.decode("utf-8"))
-        assert "".join(e["content"] or "" for e in evs[:-1]) == "a\ud83db"
+        assert "".join(e.get("content") or "" for e in evs[:-1]) == "a\ud83db"
 
 
 @pytest.mark.parametrize("prompt", ["", "   ", " \n\t "])

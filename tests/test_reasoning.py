@@ -69,7 +69,7 @@ def test_openai_compat_sends_max_tokens_and_the_field_can_be_chosen(server):
         model_for("openai", server, max_tokens_field="maxTokens")
 
 
-def test_the_readme_table_says_which_field_each_openai_format_provider_sends():
+def test_the_provider_table_says_which_field_each_openai_format_provider_sends():
     """The provider table shows max_completion_tokens for openai and azure, max_tokens for presets."""
     from blazen.providers.registry import markdown_table
 

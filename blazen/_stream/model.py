@@ -11,12 +11,12 @@ import attrs
 
 from .._cancel import CancelToken
 from .._http import Transport, shown_url, url_masks
+from .._kit import WireFormat
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError, RedactedError, safe_str
 from .blocking import complete_blocking
 from .checks import check_controls, check_request
 from .options import ModelOptions
-from .wire import WireFormat
 
 __all__ = ["MIN_SECRET_LENGTH", "ChatModel", "Recipe", "close_all_models", "revive"]
 
@@ -77,7 +77,7 @@ class ChatModel:
         options: ModelOptions,
         secrets: tuple[str, ...],
     ) -> None:
-        #: How requests are built and payloads read (see :class:`~.wire.WireFormat`).
+        #: How requests are built and payloads read (see :class:`blazen._kit.WireFormat`).
         self.wire = wire
         self._options = options
         #: This model's pooled connections (and the proxy they go through, if any).

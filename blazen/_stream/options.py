@@ -93,6 +93,9 @@ class ModelOptions:
       a free one) and keeps pooled.
     - ``max_event_bytes`` (8 MiB): the largest single event accepted.
     - ``retry_after_cap`` (60 s): a longer ``Retry-After`` is not waited for.
+    - ``max_continuations`` (5): how many times one stream continues a turn the provider
+      paused (Anthropic ``pause_turn``) before it reports ``"paused"``; a request's own
+      ``max_continuations`` may lower it, 0 turns continuing off.
     """
 
     max_retries: int
@@ -104,6 +107,7 @@ class ModelOptions:
     max_connections: int
     max_event_bytes: int
     retry_after_cap: float
+    max_continuations: int
 
     def __init__(
         self,
@@ -117,12 +121,18 @@ class ModelOptions:
         max_connections: int = 32,
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         retry_after_cap: float = 60.0,
+        max_continuations: int = 5,
     ) -> None:
         values = dict(locals())
         del values["self"]
         for name in ("connect_timeout", "idle_timeout", "timeout", "retry_after_cap"):
             values[name] = _timeout(name, values[name])
-        for name, low in (("max_retries", 0), ("max_connections", 1), ("max_event_bytes", 1024)):
+        for name, low in (
+            ("max_retries", 0),
+            ("max_connections", 1),
+            ("max_event_bytes", 1024),
+            ("max_continuations", 0),
+        ):
             value = values[name]
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 msg = f"{name} must be an int of at least {low}, got {value!r}"

@@ -30,12 +30,11 @@ from .._http import (
     proxy_refused,
     retry_delay,
 )
+from .._kit import SHAPE_ERRORS, StreamState, error_from_body, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
 from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
 from .output import with_output
-from .state import StreamState
-from .wire import error_from_body, malformed
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -305,9 +304,9 @@ class Run:
                     response = wire.parse_response(body)
                 except BlazenError:
                     raise
-                except _SHAPE_ERRORS as exc:
+                except SHAPE_ERRORS as exc:
                     # A body of the wrong shape, as a streamed payload would be: not a bug.
-                    raise malformed(wire.provider, _what_was_wrong(exc), body) from exc
+                    raise shape_error(wire.provider, exc, body) from exc
                 finished = True
                 resp.release()
                 if self.req.output is not None:
@@ -351,17 +350,17 @@ class Run:
         else:
             lines = iter_ndjson(byte_chunks, provider=wire.provider, max_line_bytes=cap)
             frames = (("", line) for line in lines)
-        fold = wire.fold
-        add = pending.append
         state = self.state
+        fold = wire.start(state).fold
+        add = pending.append
         data = ""
         for event, data in frames:
             try:
-                chunk = fold(state, event, data)
+                chunk = fold(event, data)
             except BlazenError:
                 raise
-            except _SHAPE_ERRORS as exc:
-                raise malformed(wire.provider, _what_was_wrong(exc), data) from exc
+            except SHAPE_ERRORS as exc:
+                raise shape_error(wire.provider, exc, data) from exc
             if chunk is not None:
                 self.delivered = True
                 add(chunk)
@@ -379,8 +378,8 @@ class Run:
         # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
         try:
             response = state.response()
-        except _SHAPE_ERRORS as exc:
-            raise malformed(wire.provider, _what_was_wrong(exc), data) from exc
+        except SHAPE_ERRORS as exc:
+            raise shape_error(wire.provider, exc, data) from exc
         # Typed output is read once, here: an answer that is not the type is the stream's
         # one error, and the final chunk never goes out before it.
         spec = self.req.output
@@ -427,11 +426,6 @@ class Run:
         )
 
 
-# What a payload of the wrong shape raises inside a fold: a missing key, a number where
-# text belongs, nesting deep enough to exhaust the recursion limit.
-_SHAPE_ERRORS = (LookupError, TypeError, AttributeError, ValueError, RecursionError)
-
-
 #: How long one bounded wait for the worker's exit lasts before the flags are read again.
 _EXIT_POLL = 0.05
 #: How long an aborted worker that has not begun is waited for before it is left to itself.
@@ -443,12 +437,6 @@ def _thread_alive(thread: threading.Thread) -> bool:
     # (or inside is_alive itself) can leave wrong. Only asked after a bounded wait ran out.
     ident = thread.ident
     return ident is not None and ident in sys._current_frames()
-
-
-def _what_was_wrong(exc: BaseException) -> str:
-    if isinstance(exc, RecursionError):
-        return "nested too deeply"
-    return "unexpected shape"
 
 
 def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:

@@ -22,6 +22,7 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    server_tool_chunk,
     stream_chunk,
 )
 from .frozen import FrozenInstanceError, immutable
@@ -37,6 +38,7 @@ from .messages import (
     TextPart,
     VideoPart,
 )
+from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -44,13 +46,18 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
     "FrozenInstanceError",
     "ImagePart",
+    "ProviderItem",
     "ReasoningPart",
+    "ServerTool",
+    "ServerToolEvent",
+    "StopDetails",
     "StreamChunk",
     "TextPart",
     "TokenUsage",
@@ -59,6 +66,7 @@ __all__ = [
     "ToolDefinition",
     "VideoPart",
     "immutable",
+    "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",
     "tool_calls_view",

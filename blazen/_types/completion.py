@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import attrs
 
@@ -11,6 +11,7 @@ from .._schema.output import OutputSpec, output_spec
 from .calls import ToolCall, ToolDefinition
 from .frozen import immutable
 from .messages import ChatMessage, ReasoningPart
+from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 
 _new = object.__new__
 
@@ -32,14 +33,25 @@ class CompletionRequest:
     top_p: Optional[float] = None
     stop: tuple[str, ...] = ()
     tools: tuple[ToolDefinition, ...] = ()
+    #: Tools the provider runs itself (``Llm.server_tool``), passed in ``tools=`` beside
+    #: function tools.
+    server_tools: tuple[ServerTool, ...] = ()
     tool_choice: Optional[str] = None
     response_format: Optional[dict[str, Any]] = None
     model: Optional[str] = None
     system: Optional[str] = None
-    #: ``"low"``, ``"medium"`` or ``"high"``: how hard a reasoning model thinks.
+    #: How hard a reasoning model thinks: ``"low"``, ``"medium"``, ``"high"``, and where a
+    #: provider documents them ``"none"``, ``"minimal"``, ``"xhigh"``, ``"max"``.
     reasoning_effort: Optional[str] = None
-    #: Tokens a reasoning model may spend thinking (Anthropic, Gemini).
-    reasoning_budget: Optional[int] = None
+    #: Tokens a reasoning model may spend thinking (Anthropic, Gemini), or ``"adaptive"``:
+    #: the model decides (Anthropic adaptive thinking, Gemini's dynamic budget).
+    reasoning_budget: Optional[Union[int, str]] = None
+    #: ``"omitted"``: ask for the thinking without its text (Anthropic ``display``; the
+    #: signature still comes, and goes back); None for the provider's default.
+    reasoning_display: Optional[str] = None
+    #: At most this many continuations of a paused turn (Anthropic ``pause_turn``) within
+    #: this stream; lowers the model's ``max_continuations``, 0 turns continuing off.
+    max_continuations: Optional[int] = None
     #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``); a
     #: class given here directly becomes its :class:`OutputSpec`.
     output: Optional[OutputSpec] = attrs.field(default=None, converter=_output)
@@ -117,6 +129,9 @@ class StreamChunk:
     tool_calls: Sequence[ToolCall] = ()
     is_final: bool = False
     refusal_delta: Optional[str] = None
+    #: A provider-side tool started or finished (web search...), for a UI to show; never
+    #: one of ``tool_calls``.
+    server_tool: Optional[ServerToolEvent] = None
 
 
 _set_content = StreamChunk.__dict__["content_delta"].__set__
@@ -124,6 +139,7 @@ _set_reasoning = StreamChunk.__dict__["reasoning_delta"].__set__
 _set_tool_calls = StreamChunk.__dict__["tool_calls"].__set__
 _set_is_final = StreamChunk.__dict__["is_final"].__set__
 _set_refusal = StreamChunk.__dict__["refusal_delta"].__set__
+_set_server_tool = StreamChunk.__dict__["server_tool"].__set__
 
 
 def stream_chunk(
@@ -144,7 +160,13 @@ def stream_chunk(
     _set_tool_calls(chunk, tool_calls)
     _set_is_final(chunk, False)
     _set_refusal(chunk, refusal_delta)
+    _set_server_tool(chunk, None)
     return chunk
+
+
+def server_tool_chunk(event: ServerToolEvent, tool_calls: Sequence[ToolCall]) -> StreamChunk:
+    """The chunk that tells a provider-side tool started or finished."""
+    return StreamChunk(tool_calls=tool_calls, server_tool=event)
 
 
 @immutable
@@ -172,6 +194,15 @@ class CompletionResponse:
     #: The provider's id of this answer (OpenAI ``chatcmpl-...``, Anthropic ``msg_...``,
     #: Gemini ``responseId``), or None where it gives none (Ollama).
     id: Optional[str] = None
+    #: The sources the answer cites, in the order they came (see :class:`Citation`).
+    citations: tuple[Citation, ...] = ()
+    #: Why the provider stopped or refused, beyond the finish reason (see
+    #: :class:`StopDetails`), or None.
+    stop_details: Optional[StopDetails] = None
+    #: The turn's content as the provider sent it, where blazen's fields cannot carry it
+    #: (server tool blocks, cited text): sent back by :attr:`message` (see
+    #: :class:`ProviderItem`).
+    provider_items: tuple[ProviderItem, ...] = ()
 
     @property
     def message(self) -> ChatMessage:
@@ -191,4 +222,5 @@ class CompletionResponse:
             content=text if text or not self.tool_calls else None,
             tool_calls=self.tool_calls,
             reasoning_parts=self.reasoning_parts,
+            provider_items=self.provider_items,
         )

@@ -9,6 +9,7 @@ import attrs
 
 from .calls import ToolCall
 from .frozen import immutable
+from .provider import ProviderItem
 
 
 @immutable
@@ -239,6 +240,20 @@ def _check_reasoning_parts(message: Any, _attribute: Any, parts: tuple[Any, ...]
         raise ValueError(msg)
 
 
+def _items_tuple(items: Iterable[ProviderItem]) -> tuple[ProviderItem, ...]:
+    return tuple(items)
+
+
+def _check_provider_items(message: Any, _attribute: Any, items: tuple[Any, ...]) -> None:
+    for item in items:
+        if not isinstance(item, ProviderItem):
+            msg = f"provider_items must hold ProviderItem values, got {type(item).__name__}"
+            raise TypeError(msg)
+    if items and message.role != "assistant":
+        msg = f"only an assistant turn has provider_items, not a {message.role} message"
+        raise ValueError(msg)
+
+
 def _check_is_error(message: ChatMessage, _attribute: Any, is_error: Any) -> None:
     if type(is_error) is not bool:
         msg = f"message is_error must be True or False, got {is_error!r}"
@@ -292,3 +307,8 @@ class ChatMessage:
     )
     #: A tool result that reports a failure (Anthropic ``is_error``, Gemini ``error``).
     is_error: bool = attrs.field(default=False, validator=_check_is_error)
+    #: The turn as its provider sent it, sent back so on that provider's wire only (see
+    #: :class:`ProviderItem`); ``CompletionResponse.message`` fills it in.
+    provider_items: tuple[ProviderItem, ...] = attrs.field(
+        default=(), converter=_items_tuple, validator=_check_provider_items
+    )

@@ -4,11 +4,21 @@ The file is append-only and written one whole line per ``os.write`` (``O_APPEND`
 crash (even ``kill -9``) can only leave a torn *last* line: :func:`read` skips it and
 :class:`ResultsFile` cuts it off before appending, so the file never breaks a reader and
 never holds an id twice.
+
+A record (version ``"v": 1``) holds the done event's or the error event's fields in the
+one JSON form of :mod:`blazen._codec` (the same as ``blazen chat --json`` and the sinks),
+with the item's ``id`` and, on success, the assembled ``text`` and ``tool_calls``::
+
+    {"v": 1, "id": "q1", "kind": "done", "text": "...", "finish_reason": "stop",
+     "usage": {"prompt_tokens": 5, ...}, "tool_calls": [{"id", "name", "arguments"}]}
+    {"v": 1, "id": "q2", "kind": "error", "error": {"type": "AuthError", "kind": "auth",
+     "message": "...", "status": 401, ...}}
+
+Files written before version 1 (no ``"v"`` nor ``"kind"``) are read as the same records.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +26,7 @@ from typing import Any, Optional, Union
 
 import attrs
 
+from .._codec import VERSION, error_body, error_object, line, loads, usage_object
 from .._types import CompletionResponse
 from ..errors import BlazenError, ValidationError
 
@@ -40,23 +51,16 @@ class BatchResult:
     def to_json(self) -> dict[str, Any]:
         """The record written to ``out=``, as :func:`read` yields it back."""
         if self.error is not None:
-            err = self.error
-            return {
-                "id": self.id,
-                "error": {
-                    "type": type(err).__name__,
-                    "kind": err.kind,
-                    "message": err.message,
-                    "status": err.status,
-                },
-            }
+            return {"v": VERSION, "id": self.id, "kind": "error", "error": error_body(self.error)}
         resp = self.response
         assert resp is not None
         return {
+            "v": VERSION,
             "id": self.id,
+            "kind": "done",
             "text": resp.content,
             "finish_reason": resp.finish_reason,
-            "usage": attrs.asdict(resp.usage) if resp.usage is not None else None,
+            "usage": usage_object(resp.usage),
             "tool_calls": [
                 {"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in resp.tool_calls
             ],
@@ -66,24 +70,37 @@ class BatchResult:
 def read(path: PathLike) -> Iterator[dict[str, Any]]:
     """Yield the records of an ``out=`` file, in the order they were written.
 
+    Records come back in the current form (see the module doc), those of older files too.
     A torn last line (the process died while writing it) is skipped: that item was not
-    finished and a resumed run does it again. Any other line that is not a JSON object
-    raises :class:`~blazen.ValidationError`. Example::
+    finished and a resumed run does it again. Any other line that is not a record raises
+    :class:`~blazen.ValidationError`. Example::
 
         failed = [r["id"] for r in batch.read("results.jsonl") if "error" in r]
     """
     with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            if not line.endswith(b"\n"):
+        for number, raw in enumerate(f, 1):
+            if not raw.endswith(b"\n"):
                 return  # torn by a crash mid-write
             try:
-                record = json.loads(line)
-            except ValueError:
+                record = loads(raw)
+            except ValidationError:
                 record = None
             if not isinstance(record, dict) or not isinstance(record.get("id"), str):
                 msg = f"line {number} of {os.fspath(path)} is not a batch result record"
                 raise ValidationError(msg)
-            yield record
+            yield upgrade(record)
+
+
+def upgrade(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of any version in the current form (version 0 had no ``v`` nor ``kind``)."""
+    if record.get("v") == VERSION:
+        return record
+    if "error" in record:
+        old = record["error"] if isinstance(record["error"], dict) else {}
+        body = error_object(str(old.get("type", "BlazenError")), str(old.get("kind", "error")),
+                            str(old.get("message", "")), status=old.get("status"))
+        return {"v": VERSION, "id": record["id"], "kind": "error", "error": body}
+    return {"v": VERSION, **record, "kind": "done"}
 
 
 class ResultsFile:
@@ -104,10 +121,10 @@ class ResultsFile:
         keep = 0  # bytes of whole lines
         failed = False
         with open(self.path, "rb") as f:
-            for line in f:
-                if not line.endswith(b"\n"):
+            for raw in f:
+                if not raw.endswith(b"\n"):
                     break
-                keep += len(line)
+                keep += len(raw)
         for record in read(self.path):
             if retry_failed and "error" in record:
                 failed = True
@@ -122,13 +139,13 @@ class ResultsFile:
         # A new file swapped in by rename: a crash now leaves the old file or the new one.
         tmp = self.path.with_name(self.path.name + ".rewrite")
         with open(self.path, "rb") as src, open(tmp, "wb") as dst:
-            for line in src:
-                if not line.endswith(b"\n"):
+            for raw in src:
+                if not raw.endswith(b"\n"):
                     break
-                if "error" in json.loads(line):
+                if "error" in loads(raw):
                     self.dropped += 1
                     continue
-                dst.write(line)
+                dst.write(raw)
             dst.flush()
             os.fsync(dst.fileno())
         os.replace(tmp, self.path)
@@ -136,8 +153,7 @@ class ResultsFile:
     def write(self, result: BatchResult) -> None:
         """Append ``result`` as one line, in one write, straight to the OS."""
         assert self._fd is not None
-        data = (json.dumps(result.to_json(), ensure_ascii=False) + "\n").encode()
-        view = memoryview(data)
+        view = memoryview(line(result.to_json()))
         while view:  # a regular file takes it whole; a short write only on a full disk
             view = view[os.write(self._fd, view) :]
 

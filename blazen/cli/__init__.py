@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
         help="stream one completion to stdout",
         description=(
             "Stream one completion to stdout. With no --provider and no API key in the "
-            "environment, a model on this machine answers (pip install 'blazen[local]'). "
+            "environment, a model on this machine answers (pip install 'blazen-stream[local]'). "
             "Text stdout's encoding cannot show is written as '?' (as \\uXXXX in --json)."
         ),
         epilog=EXIT_STATUSES,

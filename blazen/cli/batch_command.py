@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Iterator
 from typing import Any, Callable, Optional, TextIO
 
 from .. import batch
+from .._codec import loads
 from .._llm import Llm
 from .._stream import ChatModel
 from .._types import ChatMessage, CompletionRequest
+from ..errors import ValidationError
 
 __all__ = ["add_parser", "read_prompts", "run"]
 
@@ -110,8 +111,8 @@ def read_prompts(
             continue
         where = f"line {number} of {name}"
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = loads(line, where)
+        except ValidationError:
             record = None
         if not isinstance(record, dict):
             msg = f"{where} is not a JSON object"

@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 from typing import Any, Optional, TextIO
 
+from .._codec import VERSION, dumps, encode_chunk, encode_done, encode_error, error_object
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError
 
-__all__ = ["Output"]
+__all__ = ["Output", "fits", "showable"]
 
 
-def _fits(text: str, stream: TextIO) -> bool:
+def fits(text: str, stream: TextIO) -> bool:
     """Whether ``stream``'s encoding can write ``text`` as it is."""
     if text.isascii():
         return True
@@ -31,9 +31,14 @@ def _fits(text: str, stream: TextIO) -> bool:
     return True
 
 
-def _showable(text: str, stream: TextIO) -> str:
-    """``text`` with what ``stream``'s encoding cannot write replaced by ``?``."""
-    if _fits(text, stream):
+def showable(text: str, stream: TextIO) -> str:
+    """``text`` with what ``stream``'s encoding cannot write replaced by ``?``.
+
+    The writer policy for people (see :mod:`blazen._codec`): a terminal that cannot show a
+    character (an emoji on an ASCII or Latin-1 terminal, a lone surrogate anywhere) shows
+    ``?`` in its place, one per character, and the rest as it is; it never raises.
+    """
+    if fits(text, stream):
         return text
     # An ASCII or Latin-1 terminal, or a lone surrogate from the server: show the rest.
     encoding = getattr(stream, "encoding", None) or "utf-8"
@@ -97,63 +102,37 @@ class Output:
             self._write(text)
 
     def _event(self, payload: dict[str, Any], last: bool = False) -> None:
-        line = json.dumps(payload, ensure_ascii=False)
-        if not _fits(line, self.out):
-            line = json.dumps(payload)  # \uXXXX escapes: the same JSON, in ASCII
+        line = dumps(payload)
+        if not fits(line, self.out):
+            line = dumps(payload, ascii_only=True)  # \uXXXX escapes: the same JSON, in ASCII
         (self._write_last if last else self._write)(line + "\n")
 
     def note(self, text: str) -> None:
         try:
-            self.err.write(_showable(f"blazen: {text}\n", self.err))
+            self.err.write(showable(f"blazen: {text}\n", self.err))
             self.err.flush()
         except BrokenPipeError:
             _silence(self.err)  # ``2>&1 | head``: stderr's reader is gone too
 
     def chunk(self, chunk: StreamChunk) -> None:
         if self.as_json:
-            self._event(
-                {
-                    "event": "chunk",
-                    "content": chunk.content_delta,
-                    "reasoning": chunk.reasoning_delta,
-                    "tool_calls": [
-                        {"id": t.id, "name": t.name, "arguments": t.arguments_json}
-                        for t in chunk.tool_calls
-                    ],
-                    "is_final": chunk.is_final,
-                    "refusal": chunk.refusal_delta,
-                }
-            )
+            self._event(encode_chunk(chunk))
         elif chunk.content_delta:
-            self._write(_showable(chunk.content_delta, self.out))
+            self._write(showable(chunk.content_delta, self.out))
             self.line_open = not chunk.content_delta.endswith("\n")
         refusal = chunk.refusal_delta
         if refusal:
             if not self.as_json:
                 # The refusal is the model's answer too: on its own line after any text.
                 start = "\n" if self.line_open and not self.refusal else ""
-                self._write(_showable(start + refusal, self.out))
+                self._write(showable(start + refusal, self.out))
                 self.line_open = not refusal.endswith("\n")
             self.refusal.append(refusal)
 
     def done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
         self.ended = True
         if self.as_json:
-            self._event(
-                {
-                    "event": "done",
-                    "finish_reason": finish_reason,
-                    "usage": None
-                    if usage is None
-                    else {
-                        "prompt_tokens": usage.prompt_tokens,
-                        "completion_tokens": usage.completion_tokens,
-                        "total_tokens": usage.total_tokens,
-                    },
-                    "refusal": "".join(self.refusal) if self.refusal else None,
-                },
-                last=True,
-            )
+            self._event(encode_done(finish_reason, usage), last=True)
         else:
             self._end_line()
             if self.refusal:
@@ -165,30 +144,18 @@ class Output:
             # "its cause is a BrokenPipeError": that may be the socket to the provider.)
             self.ended = True
             return
-        self.failure(err.kind, type(err).__name__, err.message, err.provider, err.status)
+        self._report(encode_error(err), err.kind, err.message)
 
-    def failure(
-        self,
-        kind: str,
-        type_name: str,
-        message: str,
-        provider: Optional[str] = None,
-        status: Optional[int] = None,
-    ) -> None:
+    def failure(self, kind: str, type_name: str, message: str) -> None:
+        """Report a failure that is no stream's error (a Ctrl-C before it, a missing import)."""
+        body = error_object(type_name, kind, message)
+        self._report({"v": VERSION, "kind": "error", "error": body}, kind, message)
+
+    def _report(self, event: dict[str, Any], kind: str, message: str) -> None:
         """Report how it failed: an ``error`` event, and a line on stderr."""
         self.ended = True
         if self.as_json:
-            self._event(
-                {
-                    "event": "error",
-                    "kind": kind,
-                    "type": type_name,
-                    "message": message,
-                    "provider": provider,
-                    "status": status,
-                },
-                last=True,
-            )
+            self._event(event, last=True)
         self._end_line()
         self.note("interrupted" if kind == "cancelled" else f"error: {message}")
 

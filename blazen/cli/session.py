@@ -13,14 +13,17 @@ line, in order: ``{"role": "system" | "user" | "assistant", "content": "..."}``.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, TextIO
 
+from .._codec import line as json_line
+from .._codec import loads
 from .._llm import Llm
 from .._stream import ChatModel, Streaming
 from .._types import ChatMessage, StreamChunk, TokenUsage
+from ..errors import ValidationError
+from .output import showable
 
 __all__ = ["ChatSession", "Conversation", "Stats"]
 
@@ -42,15 +45,17 @@ class Conversation:
     def load(cls, path: str, system: Optional[str] = None) -> Conversation:
         """Read a conversation file; ValueError names the line that is not a message."""
         conv = cls(system)
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
+        for number, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
+            if not raw.strip():
                 continue
             try:
-                item = json.loads(line)
-                role, content = item["role"], item["content"]
+                item = loads(raw, "the line")
+                if not isinstance(item, dict):
+                    raise TypeError(type(item).__name__)
+                role, content = item.get("role"), item.get("content")
                 if role not in ("system", "user", "assistant") or not isinstance(content, str):
                     raise TypeError(role)
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValidationError, TypeError) as exc:
                 msg = (
                     f"{path}:{number} is not a message line "
                     '({"role": "user"|"assistant"|"system", "content": "..."})'
@@ -68,8 +73,8 @@ class Conversation:
         if self.system is not None:
             lines.append({"role": "system", "content": self.system})
         lines.extend({"role": m.role, "content": m.content or ""} for m in self.messages)
-        text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
-        Path(path).write_text(text, encoding="utf-8")
+        # The writer policy of blazen._codec: any text the model sent reads back the same.
+        Path(path).write_bytes(b"".join(json_line(item) for item in lines))
 
     def request(self, prompt: str, **limits: Any) -> Any:
         """The request for the next turn: the conversation so far, then ``prompt``."""
@@ -233,6 +238,8 @@ class ChatSession:
             self._write(RESET + gap)
 
     def _write(self, text: str) -> None:
+        # What the terminal's encoding cannot show becomes ``?``, as in the one-shot command.
+        text = showable(text, self.out)
         self.out.write(text)
         self.out.flush()
         if text:

@@ -29,7 +29,14 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 from .._http import HttpRequest
-from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
+from .._kit import (
+    StreamState,
+    error_event,
+    error_from_body,
+    error_from_http,
+    malformed,
+    parse_json,
+)
 from .._types import (
     Attachment,
     ChatMessage,
@@ -41,10 +48,10 @@ from .._types import (
     TokenUsage,
 )
 from ..errors import ProviderError, UnsupportedError, ValidationError
-from .base import call_arguments, image_source, parse_json, reasoning_refused, system_text
+from .base import call_arguments, image_source, reasoning_refused, system_text
 from .capabilities import check_attachment
 
-__all__ = ["AnthropicWire"]
+__all__ = ["AnthropicFold", "AnthropicWire"]
 
 DEFAULT_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -345,6 +352,8 @@ class AnthropicWire:
         budget = req.reasoning_budget
         if budget is None:
             return None
+        if not isinstance(budget, int):
+            raise reasoning_refused(self.provider, f"reasoning_budget={budget!r}", "not yet")
         if budget < MIN_THINKING_BUDGET:
             raise reasoning_refused(
                 self.provider,
@@ -379,129 +388,9 @@ class AnthropicWire:
 
     # -- stream ------------------------------------------------------------------------
 
-    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
-        """Fold one SSE event into ``state``."""
-        if event == "error":
-            raise error_event(self.provider, data)
-        obj = parse_json(self.provider, data)
-        kind = obj.get("type") or event
-        if kind == "content_block_delta":
-            return self._delta(state, obj, data)
-        if kind == "content_block_start":
-            return self._block_start(state, obj)
-        if kind == "content_block_stop":
-            return self._block_stop(state, obj)
-        if kind == "message_start":
-            message = obj.get("message") or {}
-            state.model = message.get("model") or state.model
-            state.response_id = message.get("id")
-            usage = dict(message.get("usage") or {})
-            state.scratch["usage"] = usage
-            state.usage = _usage(usage)
-            return None
-        if kind == "message_delta":
-            delta = obj.get("delta") or {}
-            stop = delta.get("stop_reason")
-            if stop:
-                state.raw_finish_reason = stop
-            # Counts here are cumulative totals: they replace, never add; a field left out
-            # keeps its message_start value.
-            usage = state.scratch.setdefault("usage", {})
-            usage.update({k: v for k, v in (obj.get("usage") or {}).items() if v is not None})
-            state.usage = _usage(usage)
-            if stop == "refusal":
-                return state.emit_refusal(self._refusal(delta))
-            return None
-        if kind == "message_stop":
-            state.finished = True
-            return None
-        if kind == "error":
-            raise error_from_body(self.provider, None, obj, raw=data)
-        return None  # ping, and event types added after this was written
-
-    def _block_start(self, state: StreamState, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
-        index = obj["index"]
-        block = obj.get("content_block") or {}
-        btype = block.get("type")
-        state.scratch.setdefault("blocks", {})[index] = btype
-        if btype == "tool_use":
-            state.tool_delta(index, block.get("id"), block.get("name"), None)
-            given = block.get("input")
-            if given:
-                state.tool_delta(index, None, None, json.dumps(given))
-                state.scratch.setdefault("has_args", set()).add(index)
-            return state.emit(None, None)
-        if btype == "text":
-            return state.emit(block.get("text"), None)
-        if btype == "thinking":
-            text = block.get("thinking")
-            state.scratch.setdefault("thinking", {})[index] = [text] if text else []
-            return state.emit(None, text)
-        if btype == "redacted_thinking":
-            data = block.get("data")
-            if not isinstance(data, str) or not data:
-                raise malformed(self.provider, "redacted_thinking has no data", json.dumps(obj))
-            state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
-        return None
-
-    def _delta(
-        self, state: StreamState, obj: Mapping[str, Any], data: str
-    ) -> Optional[StreamChunk]:
-        delta = obj.get("delta") or {}
-        dtype = delta.get("type")
-        if dtype == "text_delta":
-            text = delta.get("text")
-            if text is not None and not isinstance(text, str):
-                raise malformed(self.provider, "text_delta.text is not a string", data)
-            return state.emit(text, None)
-        if dtype == "thinking_delta":
-            text = delta.get("thinking")
-            chunk = state.emit(None, text)
-            if text:
-                # emit() has checked it is text; the block keeps it for its signature.
-                state.scratch.setdefault("thinking", {}).setdefault(obj["index"], []).append(text)
-            return chunk
-        if dtype == "signature_delta":
-            # One opaque token per block, set (not appended), as the official SDKs do.
-            state.scratch.setdefault("signatures", {})[obj["index"]] = delta.get("signature")
-            return None
-        if dtype == "input_json_delta":
-            index = obj["index"]
-            if state.scratch.get("blocks", {}).get(index) != "tool_use":
-                return None  # a server tool's input: not the caller's to run
-            fragment = delta.get("partial_json")
-            if not fragment:
-                return None
-            state.tool_delta(index, None, None, fragment)
-            state.scratch.setdefault("has_args", set()).add(index)
-            return state.emit(None, None)
-        return None  # citations_delta, and later additions
-
-    def _block_stop(self, state: StreamState, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
-        index = obj.get("index")
-        btype = state.scratch.get("blocks", {}).get(index)
-        if btype == "thinking":
-            text = state.scratch["thinking"].pop(index, ())
-            signature = state.scratch.get("signatures", {}).pop(index, None)
-            state.add_reasoning_part(_thinking_part("".join(text), signature))
-            return None
-        if btype != "tool_use":
-            return None
-        if index in state.scratch.get("has_args", ()):
-            return None
-        # A tool called without arguments streams no fragment: its input is {}.
-        state.tool_delta(index, None, None, "{}")
-        return state.emit(None, None)
-
-    def _refusal(self, holder: Mapping[str, Any]) -> str:
-        # A streaming classifier stopped the answer; stop_details explains why (since
-        # 2025; https://docs.claude.com/en/docs/test-and-evaluate/strengthen-guardrails/
-        # handle-streaming-refusals). Without it, a refusal still must not read as blank.
-        details = holder.get("stop_details") or {}
-        explanation = details.get("explanation") if isinstance(details, Mapping) else None
-        if isinstance(explanation, str) and explanation:
-            return explanation
-        return f"{self.provider} stopped the answer with stop_reason 'refusal'"
+    def start(self, state: StreamState) -> AnthropicFold:
+        """A fold for one stream into ``state``."""
+        return AnthropicFold(self.provider, state)
 
     # -- whole responses and errors ----------------------------------------------------
 
@@ -533,9 +422,155 @@ class AnthropicWire:
             elif btype == "tool_use":
                 state.tool_delta(i, block.get("id"), block.get("name"), json.dumps(block["input"]))
         if state.raw_finish_reason == "refusal":
-            state.emit_refusal(self._refusal(obj))
+            state.emit_refusal(_refusal(self.provider, obj))
         return state.response()
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""
         return error_from_http(self.provider, status, headers, body)
+
+
+def _refusal(provider: str, holder: Mapping[str, Any]) -> str:
+    # A streaming classifier stopped the answer; stop_details explains why (since
+    # 2025; https://docs.claude.com/en/docs/test-and-evaluate/strengthen-guardrails/
+    # handle-streaming-refusals). Without it, a refusal still must not read as blank.
+    details = holder.get("stop_details") or {}
+    explanation = details.get("explanation") if isinstance(details, Mapping) else None
+    if isinstance(explanation, str) and explanation:
+        return explanation
+    return f"{provider} stopped the answer with stop_reason 'refusal'"
+
+
+class AnthropicFold:
+    """One Messages stream's fold: named SSE events into its state, block by block."""
+
+    __slots__ = ("blocks", "has_args", "provider", "signatures", "state", "thinking", "usage")
+
+    def __init__(self, provider: str, state: StreamState) -> None:
+        self.provider = provider
+        self.state = state
+        #: The usage fields so far: message_delta's cumulative counts replace message_start's.
+        self.usage: dict[str, Any] = {}
+        #: Each open content block's type, by index.
+        self.blocks: dict[Any, Any] = {}
+        #: The tool_use blocks that have streamed an argument fragment.
+        self.has_args: set[Any] = set()
+        #: Each thinking block's text so far, kept for the part its signature signs.
+        self.thinking: dict[Any, list[str]] = {}
+        #: Each thinking block's signature.
+        self.signatures: dict[Any, Any] = {}
+
+    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one SSE event."""
+        if event == "error":
+            raise error_event(self.provider, data)
+        obj = parse_json(self.provider, data)
+        kind = obj.get("type") or event
+        if kind == "content_block_delta":
+            return self._delta(obj, data)
+        if kind == "content_block_start":
+            return self._block_start(obj)
+        if kind == "content_block_stop":
+            return self._block_stop(obj)
+        state = self.state
+        if kind == "message_start":
+            message = obj.get("message") or {}
+            state.model = message.get("model") or state.model
+            state.response_id = message.get("id")
+            self.usage = usage = dict(message.get("usage") or {})
+            state.usage = _usage(usage)
+            return None
+        if kind == "message_delta":
+            delta = obj.get("delta") or {}
+            stop = delta.get("stop_reason")
+            if stop:
+                state.raw_finish_reason = stop
+            # Counts here are cumulative totals: they replace, never add; a field left out
+            # keeps its message_start value.
+            usage = self.usage
+            usage.update({k: v for k, v in (obj.get("usage") or {}).items() if v is not None})
+            state.usage = _usage(usage)
+            if stop == "refusal":
+                return state.emit_refusal(_refusal(self.provider, delta))
+            return None
+        if kind == "message_stop":
+            state.finished = True
+            return None
+        if kind == "error":
+            raise error_from_body(self.provider, None, obj, raw=data)
+        return None  # ping, and event types added after this was written
+
+    def _block_start(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        state = self.state
+        index = obj["index"]
+        block = obj.get("content_block") or {}
+        btype = block.get("type")
+        self.blocks[index] = btype
+        if btype == "tool_use":
+            state.tool_delta(index, block.get("id"), block.get("name"), None)
+            given = block.get("input")
+            if given:
+                state.tool_delta(index, None, None, json.dumps(given))
+                self.has_args.add(index)
+            return state.emit(None, None)
+        if btype == "text":
+            return state.emit(block.get("text"), None)
+        if btype == "thinking":
+            text = block.get("thinking")
+            self.thinking[index] = [text] if text else []
+            return state.emit(None, text)
+        if btype == "redacted_thinking":
+            data = block.get("data")
+            if not isinstance(data, str) or not data:
+                raise malformed(self.provider, "redacted_thinking has no data", json.dumps(obj))
+            state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
+        return None
+
+    def _delta(self, obj: Mapping[str, Any], data: str) -> Optional[StreamChunk]:
+        state = self.state
+        delta = obj.get("delta") or {}
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            text = delta.get("text")
+            if text is not None and not isinstance(text, str):
+                raise malformed(self.provider, "text_delta.text is not a string", data)
+            return state.emit(text, None)
+        if dtype == "thinking_delta":
+            text = delta.get("thinking")
+            chunk = state.emit(None, text)
+            if text:
+                # emit() has checked it is text; the block keeps it for its signature.
+                self.thinking.setdefault(obj["index"], []).append(text)
+            return chunk
+        if dtype == "signature_delta":
+            # One opaque token per block, set (not appended), as the official SDKs do.
+            self.signatures[obj["index"]] = delta.get("signature")
+            return None
+        if dtype == "input_json_delta":
+            index = obj["index"]
+            if self.blocks.get(index) != "tool_use":
+                return None  # a server tool's input: not the caller's to run
+            fragment = delta.get("partial_json")
+            if not fragment:
+                return None
+            state.tool_delta(index, None, None, fragment)
+            self.has_args.add(index)
+            return state.emit(None, None)
+        return None  # citations_delta, and later additions
+
+    def _block_stop(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
+        state = self.state
+        index = obj.get("index")
+        btype = self.blocks.get(index)
+        if btype == "thinking":
+            text = self.thinking.pop(index, ())
+            signature = self.signatures.pop(index, None)
+            state.add_reasoning_part(_thinking_part("".join(text), signature))
+            return None
+        if btype != "tool_use":
+            return None
+        if index in self.has_args:
+            return None
+        # A tool called without arguments streams no fragment: its input is {}.
+        state.tool_delta(index, None, None, "{}")
+        return state.emit(None, None)

@@ -1,47 +1,25 @@
-"""Helpers the wire formats share to build requests and read payloads. No I/O here."""
+"""Helpers the wire formats share to build requests. No I/O here.
+
+Reading payloads and errors is the provider kit's (:mod:`blazen._kit`).
+"""
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from .._stream import malformed
 from .._types import CompletionRequest, ImagePart, ToolCall
 from ..errors import UnsupportedError, ValidationError
 
 __all__ = [
     "call_arguments",
     "image_source",
-    "parse_json",
     "reasoning_refused",
     "system_text",
     "tool_names",
 ]
-
-
-# json.loads reaches the C scanner through two Python wrappers and two whitespace regexes,
-# a third of its time on a small payload. Stream payloads are bare JSON: try the scanner on
-# its own, and leave anything it declines (whitespace, trailing data, errors) to json.loads.
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
-def parse_json(provider: str, data: str) -> dict[str, Any]:
-    """Decode one payload that must be a JSON object."""
-    try:
-        obj, end = _scan_once(data, 0)
-        if end != len(data):
-            raise ValueError(end)
-    except (StopIteration, ValueError):
-        try:
-            obj = json.loads(data)
-        except ValueError as exc:
-            raise malformed(provider, "not JSON", data) from exc
-    if not isinstance(obj, dict):
-        raise malformed(provider, "not a JSON object", data)
-    return obj
 
 
 # -- request helpers shared by the wire formats ------------------------------------------
@@ -102,3 +80,28 @@ def call_arguments(provider: str, call: ToolCall) -> dict[str, Any]:
 def reasoning_refused(provider: str, knob: str, instead: str) -> UnsupportedError:
     """The error for a reasoning option ``provider`` has no field for (raised before sending)."""
     return UnsupportedError(f"{provider} cannot take {knob}: {instead}", provider=provider)
+
+
+def check_effort(provider: str, req: CompletionRequest, documented: tuple[str, ...]) -> None:
+    """Refuse a ``reasoning_effort`` level the wire's API reference does not list."""
+    effort = req.reasoning_effort
+    if effort is not None and effort not in documented:
+        raise reasoning_refused(
+            provider, f"reasoning_effort={effort!r}", f"it takes {', '.join(documented)}"
+        )
+
+
+def refuse_server_tools(provider: str, req: CompletionRequest, wire: str) -> None:
+    """Refuse what a wire without provider-side tools or thinking display cannot send."""
+    if req.server_tools:
+        names = ", ".join(repr(t.name) for t in req.server_tools)
+        msg = (
+            f"{provider} ({wire}) has no provider-side tools, so it cannot take "
+            f"Llm.server_tool({names}); use Anthropic, Gemini or the OpenAI Responses API, "
+            "or a function tool of your own"
+        )
+        raise UnsupportedError(msg, provider=provider)
+    if req.reasoning_display is not None:
+        raise reasoning_refused(
+            provider, f"reasoning_display={req.reasoning_display!r}", "leave it unset"
+        )

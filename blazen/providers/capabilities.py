@@ -2,7 +2,7 @@
 
 One table, :data:`WIRES`, read by the wire formats (an attachment a wire cannot send is an
 :class:`~blazen.UnsupportedError` raised from here, before anything is sent) and by the
-README's provider table (:func:`blazen.providers.registry.markdown_table`), so the table
+docs' provider table (:func:`blazen.providers.registry.markdown_table`), so the table
 cannot claim what the code refuses. A test checks the reasoning columns against what each
 wire's request builder does.
 """
@@ -32,15 +32,15 @@ class Capabilities:
     documents: tuple[str, ...] = ()
     #: The media types it takes by URL (the provider fetches them).
     document_urls: tuple[str, ...] = ()
-    #: How documents are sent, for the README.
+    #: How documents are sent, for the docs' provider table.
     documents_as: str = ""
     #: How audio clips (wav, mp3) are sent, or "" when it cannot take audio.
     audio_as: str = ""
     #: How videos are sent (bytes and URLs), or "" when it cannot take video.
     video_as: str = ""
-    #: What prompt caching it does, for the README.
+    #: What prompt caching it does, for the docs' provider table.
     caching: str
-    #: Where ``output=`` (typed output) goes, for the README.
+    #: Where ``output=`` (typed output) goes, for the docs' provider table.
     typed_output: str
 
     def takes_document(self, media_type: str, *, by_url: bool) -> bool:
@@ -149,7 +149,7 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
 
 
 def table_cells(wire: str) -> tuple[str, str, str, str, str, str]:
-    """The README's reasoning, documents, audio, video, caching and typed-output cells."""
+    """The table's reasoning, documents, audio, video, caching and typed-output cells."""
     caps = WIRES[wire]
     reasoning = [
         f"{knob}: {field}"

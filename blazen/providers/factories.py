@@ -6,7 +6,8 @@ import functools
 import os
 from typing import Any, Callable, Optional
 
-from .._stream import ChatModel, ModelOptions, Recipe, WireFormat
+from .._kit import WireFormat
+from .._stream import ChatModel, ModelOptions, Recipe
 from ..errors import ValidationError
 from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
 from .registry import PROVIDERS, ProviderInfo, compat_key_variable

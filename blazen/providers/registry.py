@@ -1,9 +1,9 @@
 """The one table of providers: their wire format, where they live, and their key variables.
 
 ``Providers``' factories, the command line (``--provider`` names, which key in the
-environment picks a provider) and the README's provider table all read :data:`PROVIDERS`;
-a test fails when the README's table and this one disagree. Adding an OpenAI-compatible
-service is adding one row here and a one-line factory.
+environment picks a provider) and the provider table of the docs (``docs/providers.md``) all
+read :data:`PROVIDERS`; a test fails when that table and this one disagree. Adding an
+OpenAI-compatible service is adding one row here and a one-line factory.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class ProviderInfo:
     stream_usage: bool = True
     #: Whether a key in the environment is enough for the CLI to pick it on its own.
     auto: bool = True
-    #: What the README's table says of the wire.
+    #: What the docs' provider table says of the wire.
     summary: str = "chat completions"
     #: The field an OpenAI-format request's ``max_tokens`` is sent as (option
     #: ``max_tokens_field`` overrides it): ``max_completion_tokens`` for OpenAI itself,
@@ -241,7 +241,7 @@ _NATIVE_MAX_TOKENS = {
 
 
 def markdown_table() -> str:
-    """The README's table of providers, one row each, from this registry.
+    """The docs' provider table of providers, one row each, from this registry.
 
     The capability columns come from :data:`blazen.providers.capabilities.WIRES`, the
     table the wire formats check requests against.

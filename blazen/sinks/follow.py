@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
-from ..errors import BlazenError, ConnectionError, TimeoutError
-from .codec import decode, dumps, encode, encode_error
+from .._codec import decode, dumps, encode, encode_error, loads
+from ..errors import BlazenError, ConnectionError, TimeoutError, ValidationError
 from .redis import redis_errors
 
 __all__ = ["follow", "sse_lines"]
@@ -36,7 +35,10 @@ def _payload(fields: Any) -> dict[str, Any]:
     raw = fields.get(b"e", fields.get("e")) if isinstance(fields, dict) else None
     if raw is None:
         return {"kind": "foreign"}
-    obj = json.loads(raw)
+    try:
+        obj = loads(raw)
+    except ValidationError:
+        return {"kind": "foreign"}  # another writer's entry: not ours to read
     return obj if isinstance(obj, dict) else {"kind": "foreign"}
 
 

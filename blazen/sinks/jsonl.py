@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from typing import IO, Any, Optional, Union
 
+from .._codec import Event, decode, encode_chunk, encode_done, encode_error, line, loads
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError, ValidationError
-from .codec import Event, decode, dumps, encode_chunk, encode_done, encode_error
 
 __all__ = ["JsonlSink", "read_jsonl"]
 
@@ -19,7 +18,9 @@ PathLike = Union[str, "os.PathLike[str]"]
 class JsonlSink:
     """Append every event to the file at ``path`` as one JSON line (see :mod:`.codec`).
 
-    Each line is written whole and flushed before the callback returns, so a process
+    Any text is written so that it reads back the same (the writer policy of
+    :mod:`blazen._codec`: a lone surrogate travels as a ``\\uXXXX`` escape). Each line is
+    written whole and flushed before the callback returns, so a process
     killed mid-stream leaves every line it wrote readable; the terminal line is fsynced
     and the file closed. The file is opened (appended to, created if missing) at the
     first event. Read it back with :func:`read_jsonl`. Example::
@@ -32,17 +33,17 @@ class JsonlSink:
 
     def __init__(self, path: PathLike) -> None:
         self.path = os.fspath(path)
-        self._file: Optional[IO[str]] = None
+        self._file: Optional[IO[bytes]] = None
 
     def __repr__(self) -> str:
         return f"JsonlSink({self.path!r})"
 
-    def _write(self, obj: dict[str, Any]) -> IO[str]:
+    def _write(self, obj: dict[str, Any]) -> IO[bytes]:
         f = self._file
         if f is None:
-            f = self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+            f = self._file = open(self.path, "ab")  # noqa: SIM115
         # One write of the whole line: a kill between two writes cannot split a line.
-        f.write(dumps(obj) + "\n")
+        f.write(line(obj))
         f.flush()
         return f
 
@@ -73,22 +74,21 @@ def read_jsonl(path: PathLike) -> Iterator[Event]:
     Chunks come back as :class:`~blazen.StreamChunk`, usage as :class:`~blazen.TokenUsage`
     and an error as the same :class:`~blazen.BlazenError` subclass with its kind, message,
     status, ``retry_after`` and partial text. A last line cut short (the machine lost
-    power mid-write, so it has no newline) is skipped; any other bad line raises
-    :class:`~blazen.ValidationError` naming its number.
+    power mid-write, so it has no newline, and may end inside a character) is skipped; any
+    other line that is not an event (bad UTF-8 or JSON, nested too deep, a field of the
+    wrong type) raises :class:`~blazen.ValidationError` naming its number, and nothing
+    else is ever raised for what the file holds.
     """
-    with open(os.fspath(path), encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    name = os.fspath(path)
+    with open(name, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except ValueError:
-                if not line.endswith("\n"):
-                    return  # the torn tail of an interrupted write
-                msg = f"{os.fspath(path)}, line {number}: not JSON"
-                raise ValidationError(msg) from None
-            try:
-                yield decode(obj)
+                event = decode(loads(raw, "the line"))
             except ValidationError as exc:
-                msg = f"{os.fspath(path)}, line {number}: {exc}"
+                if not raw.endswith(b"\n"):
+                    return  # the torn tail of an interrupted write
+                msg = f"{name}, line {number}: {exc}"
                 raise ValidationError(msg) from None
+            yield event

@@ -20,9 +20,9 @@ import time
 import weakref
 from typing import Any, Optional
 
+from .._codec import dumps, encode_chunk, encode_done, encode_error
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError, CallbackError, ConnectionError, ValidationError
-from .codec import dumps, encode_chunk, encode_done, encode_error
 
 __all__ = ["RedisStreamSink", "redis_errors"]
 

@@ -46,7 +46,7 @@ def test_an_instances_own_kind_and_an_unknown_class_survive():
     _, (back,) = decode(encode("error", (err,)))
     assert isinstance(back, blazen.ConnectionError) and back.kind == "producer_lost"
     obj = encode("error", (err,))
-    obj["error"]["class"] = "FutureError"
+    obj["error"]["type"] = "FutureError"
     _, (back,) = decode(obj)
     assert type(back) is blazen.BlazenError and back.kind == "producer_lost"
     with pytest.raises(blazen.ValidationError):

@@ -1,6 +1,10 @@
 """The stream state every wire format folds its payloads into. No I/O.
 
-A wire format's ``fold`` reads one payload and calls :meth:`StreamState.tool_delta` for each
+It holds what every provider's answer has (text, reasoning, tool calls, finish reason,
+usage); what one wire needs between payloads (Anthropic's open blocks, Gemini's thought
+run) lives on that wire's own fold object (:class:`~.wire.Fold`), typed, never here.
+
+A fold reads one payload and calls :meth:`StreamState.tool_delta` for each
 tool-call fragment, then :meth:`StreamState.emit` with the text and reasoning deltas; ``emit``
 returns the chunk to deliver (or None when the payload changed nothing a user can see).
 Tool calls are assembled here once for every provider: ``id``, ``name`` and ``type`` are set
@@ -10,12 +14,15 @@ once and never concatenated, only ``arguments`` fragments are appended.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from .._types import (
     ArgumentFragments,
+    Citation,
     CompletionResponse,
+    ProviderItem,
     ReasoningPart,
+    StopDetails,
     StreamChunk,
     TokenUsage,
     ToolCall,
@@ -23,50 +30,14 @@ from .._types import (
     tool_call_snapshot,
     tool_calls_view,
 )
+from .finish import normalise_finish_reason
 
 __all__ = ["StreamState", "normalise_finish_reason"]
 
-_STOP = frozenset(
-    {"stop", "end_turn", "stop_sequence", "eos", "eos_token", "finished", "pause_turn"}
-)
 # How many calls may still be changing in a snapshot's own copy before the oldest of them
 # join the shared part (see StreamState._freeze).
 _TAIL_MAX = 8
 _TAIL_KEEP = 4
-
-_TOOLS = frozenset({"tool_calls", "function_call", "tool_use"})
-_LENGTH = frozenset({"length", "max_tokens", "model_length", "model_context_window_exceeded"})
-_FILTER = frozenset(
-    {
-        "content_filter",
-        "safety",
-        "recitation",
-        "blocklist",
-        "prohibited_content",
-        "spii",
-        "refusal",
-        "image_safety",
-    }
-)
-
-
-def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
-    """Map a provider's finish reason to ``stop``, ``tool_calls``, ``length``,
-    ``content_filter`` or ``""`` (none reported).
-
-    A stop-like reason after tool calls is ``tool_calls``: Gemini and Ollama say "stop"
-    there. An unknown reason is treated as ``stop``; the raw value stays on the response.
-    """
-    if not raw:
-        return ""
-    low = raw.lower()
-    if low in _TOOLS:
-        return "tool_calls"
-    if low in _LENGTH:
-        return "length"
-    if low in _FILTER:
-        return "content_filter"
-    return "tool_calls" if has_tool_calls else "stop"
 
 
 class _Text:
@@ -126,9 +97,11 @@ class StreamState:
         "_base",
         "_by_key",
         "_calls",
+        "_citations",
         "_current",
         "_dirty",
         "_frozen",
+        "_items",
         "_parts",
         "_reasoning",
         "_refusal",
@@ -140,7 +113,7 @@ class StreamState:
         "model",
         "raw_finish_reason",
         "response_id",
-        "scratch",
+        "stop_details",
         "usage",
     )
 
@@ -152,6 +125,11 @@ class StreamState:
         # Reasoning the wire format kept as the provider sent it (signed thinking blocks,
         # Gemini's thought signatures); only reasoning streams make the list.
         self._parts: Optional[list[ReasoningPart]] = None
+        # Only an answer with citations or verbatim provider content makes these.
+        self._citations: Optional[list[Citation]] = None
+        self._items: tuple[ProviderItem, ...] = ()
+        #: Why the provider stopped or refused (see :class:`~blazen.StopDetails`), if it said.
+        self.stop_details: Optional[StopDetails] = None
         self._calls: list[_Call] = []
         self._by_key: dict[Union[int, str], _Call] = {}
         self._current: Optional[_Call] = None
@@ -174,8 +152,6 @@ class StreamState:
         self.model: Optional[str] = None
         #: The provider's id of this answer (``chatcmpl-...``, ``msg_...``), if it gave one.
         self.response_id: Optional[str] = None
-        #: Per-stream notes a wire format keeps between payloads (Anthropic's block types).
-        self.scratch: dict[str, Any] = {}
 
     # -- folding -----------------------------------------------------------------------
 
@@ -311,6 +287,21 @@ class StreamState:
             self._parts = []
         self._parts.append(part)
 
+    def add_citation(self, citation: Citation) -> None:
+        """Keep a citation for :attr:`CompletionResponse.citations`."""
+        if self._citations is None:
+            self._citations = []
+        self._citations.append(citation)
+
+    @property
+    def citations(self) -> tuple[Citation, ...]:
+        """The citations so far."""
+        return () if self._citations is None else tuple(self._citations)
+
+    def keep_items(self, items: tuple[ProviderItem, ...]) -> None:
+        """Set the turn's verbatim provider content (see :class:`~blazen.ProviderItem`)."""
+        self._items = items
+
     def _freeze(self, count: int) -> None:
         # Move the oldest tail calls into the shared base: appending leaves every existing
         # snapshot's prefix as it was.
@@ -390,4 +381,7 @@ class StreamState:
             reasoning_parts=parts,
             # An id is only ever reported, never relied on: one that is not text is dropped.
             id=self.response_id if type(self.response_id) is str else None,
+            citations=self.citations,
+            stop_details=self.stop_details,
+            provider_items=self._items,
         )
