@@ -8,7 +8,8 @@ endpoints (:class:`~.api.BatchAPI`), encoding requests with the same wire code a
 
 from __future__ import annotations
 
-from .api import BatchAPI, BatchState, batch_api_for, custom_id
+from .api import BatchAPI, BatchState, custom_id
+from .choose import batch_api_for
 from .ledger import ledger_path
 from .run import run_via_provider
 

@@ -15,13 +15,13 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Optional
 
-from ..._stream import ChatModel, error_from_body
+from ..._kit import error_from_body
+from ..._stream import ChatModel
 from ..._types import CompletionRequest
 from ...errors import CancelledError, error_from_provider
 from ...providers.anthropic import AnthropicWire
-from .api import BatchState, ItemResult, auth_headers
+from .api import BatchState, ItemResult, auth_headers, required_field
 from .calls import Caller
-from .openai import _field
 
 __all__ = ["AnthropicBatches"]
 
@@ -49,7 +49,7 @@ class AnthropicBatches:
         del group, tag  # a Message Batch has no field to carry a tag (see find)
         body = b'{"requests":[' + b",".join(lines) + b"]}"
         headers = {**self._headers, "Content-Type": "application/json"}
-        return _field(self.provider, calls.json("POST", self._url, headers, raw=body), "id")
+        return required_field(self.provider, calls.json("POST", self._url, headers, raw=body), "id")
 
     def find(self, calls: Caller, tag: str) -> Optional[str]:
         """None: a Message Batch keeps no metadata a tag could travel in."""

@@ -15,12 +15,11 @@ from typing import Any, Optional, Protocol, Union
 
 import attrs
 
-from ..._stream import ChatModel
 from ..._types import ChatMessage, CompletionRequest, CompletionResponse
-from ...errors import BlazenError, UnsupportedError
+from ...errors import BlazenError, ProviderError
 from .calls import Caller
 
-__all__ = ["BatchAPI", "BatchState", "ItemResult", "auth_headers", "batch_api_for", "custom_id"]
+__all__ = ["BatchAPI", "BatchState", "ItemResult", "auth_headers", "required_field", "custom_id"]
 
 #: One item's outcome: ``(custom id, the response or the error)``.
 ItemResult = tuple[str, Union[CompletionResponse, BlazenError]]
@@ -106,27 +105,10 @@ class BatchAPI(Protocol):
         ...
 
 
-def batch_api_for(model: ChatModel) -> BatchAPI:
-    """The batch API of ``model``'s wire, or ``UnsupportedError`` for a wire without one."""
-    # Imported here: each provider module pulls in its wire, and only one is ever needed.
-    from ...providers.anthropic import AnthropicWire
-    from ...providers.gemini import GeminiWire
-    from ...providers.openai import OpenAIWire
-    from .anthropic import AnthropicBatches
-    from .gemini import GeminiBatches
-    from .openai import OpenAIBatches
-
-    wire = model.wire
-    # Azure's batch API wants global-batch deployments and its own file paths: not spoken.
-    if isinstance(wire, OpenAIWire) and model.provider != "azure":
-        return OpenAIBatches(model, wire)
-    if isinstance(wire, AnthropicWire):
-        return AnthropicBatches(model, wire)
-    if isinstance(wire, GeminiWire):
-        return GeminiBatches(model, wire)
-    msg = (
-        f"{model.provider} has no batch API blazen speaks: via='provider' works with OpenAI "
-        "(and OpenAI-compatible servers with OpenAI's Batch API), Anthropic and Gemini; use "
-        "via='stream' (the default) here"
-    )
-    raise UnsupportedError(msg, provider=model.provider)
+def required_field(provider: str, obj: Any, name: str) -> str:
+    """``obj[name]``, a non-empty string, or a malformed-payload error naming it."""
+    value = obj.get(name) if isinstance(obj, dict) else None
+    if not isinstance(value, str) or not value:
+        msg = f"{provider}'s batch API answered without {name!r}: {str(obj)[:200]}"
+        raise ProviderError(msg, provider=provider, error_type="malformed_payload")
+    return value

@@ -18,9 +18,8 @@ from ..._stream import ChatModel
 from ..._types import CompletionRequest
 from ...errors import BlazenError, ProviderError, error_from_provider
 from ...providers.gemini import GeminiWire
-from .api import BatchState, ItemResult, auth_headers
+from .api import BatchState, ItemResult, auth_headers, required_field
 from .calls import Caller
-from .openai import _field
 
 __all__ = ["GeminiBatches"]
 
@@ -74,7 +73,7 @@ class GeminiBatches:
         body = head + b',"inputConfig":{"requests":{"requests":[' + b",".join(lines) + b"]}}}"
         headers = {**self._headers, "Content-Type": "application/json"}
         op = calls.json("POST", group, headers, raw=b'{"batch":' + body + b"}")
-        return _field(self.provider, op, "name")
+        return required_field(self.provider, op, "name")
 
     def find(self, calls: Caller, tag: str) -> Optional[str]:
         """The batch whose ``displayName`` is ``tag``, among the newest hundred."""

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any, Optional
+from typing import Optional
 
 from ..._stream import ChatModel
 from ..._types import CompletionRequest
-from ...errors import ProviderError, error_from_provider
+from ...errors import error_from_provider
 from ...providers.openai import OpenAIWire
-from .api import BatchState, ItemResult, auth_headers
+from .api import BatchState, ItemResult, auth_headers, required_field
 from .calls import Caller
 
 __all__ = ["OpenAIBatches"]
@@ -66,7 +66,7 @@ class OpenAIBatches:
         )
         headers = {**self._headers, "Content-Type": f"multipart/form-data; boundary={boundary}"}
         uploaded = calls.json("POST", f"{self._base}/files", headers, raw=form)
-        file_id = _field(self.provider, uploaded, "id")
+        file_id = required_field(self.provider, uploaded, "id")
         created = calls.json(
             "POST",
             f"{self._base}/batches",
@@ -79,7 +79,7 @@ class OpenAIBatches:
                 "metadata": {"blazen_tag": tag},
             },
         )
-        return _field(self.provider, created, "id")
+        return required_field(self.provider, created, "id")
 
     def find(self, calls: Caller, tag: str) -> Optional[str]:
         """The batch whose metadata carries ``tag``, among the newest hundred."""
@@ -141,11 +141,3 @@ class OpenAIBatches:
     def cancel(self, calls: Caller, batch_id: str) -> None:
         """``POST /batches/{id}/cancel``."""
         calls.json("POST", f"{self._base}/batches/{batch_id}/cancel", self._headers, {})
-
-
-def _field(provider: str, obj: Any, name: str) -> str:
-    value = obj.get(name) if isinstance(obj, dict) else None
-    if not isinstance(value, str) or not value:
-        msg = f"{provider}'s batch API answered without {name!r}: {str(obj)[:200]}"
-        raise ProviderError(msg, provider=provider, error_type="malformed_payload")
-    return value

@@ -50,8 +50,9 @@ from ...errors import (
 from ..inputs import Item, pairs
 from ..report import BatchReport
 from ..results import BatchResult, PathLike, ResultsFile
-from .api import BatchAPI, BatchState, batch_api_for, custom_id
+from .api import BatchAPI, BatchState, custom_id
 from .calls import Caller
+from .choose import batch_api_for
 from .ledger import Entry, Ledger, ledger_path
 
 __all__ = ["run_via_provider"]
