@@ -176,14 +176,20 @@ class Providers:
     ) -> ChatModel:
         """Anthropic's Messages API (key: ``ANTHROPIC_API_KEY``).
 
-        Extra options: ``anthropic_version`` (``2023-06-01``) and ``default_max_tokens``
-        (4096), sent when the request has no ``max_tokens`` (the API requires one).
+        Extra options: ``anthropic_version`` (``2023-06-01``), ``default_max_tokens``
+        (4096), sent when the request has no ``max_tokens`` (the API requires one), and
+        ``structured_output`` (``"format"``: ``output=`` goes as ``output_config.format``;
+        ``"tool"``: as a forced tool, for servers without structured outputs).
         """
         from .anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
 
         options = dict(options)
         version = pop_option(options, "anthropic_version", DEFAULT_VERSION, str)
         max_tokens = pop_option(options, "default_max_tokens", DEFAULT_MAX_TOKENS, int)
+        structured = pop_option(options, "structured_output", "format", str)
+        if structured not in ("format", "tool"):
+            msg = f"structured_output must be 'format' or 'tool', got {structured!r}"
+            raise ValueError(msg)
         if max_tokens < 1:
             msg = f"default_max_tokens must be at least 1, got {max_tokens}"
             raise ValueError(msg)
@@ -200,6 +206,7 @@ class Providers:
                 headers=opts.headers,
                 version=version,
                 default_max_tokens=max_tokens,
+                structured_output=structured,
             ),
         )
 
