@@ -2,11 +2,14 @@
 
 Both are built here as a release would build them (``python -m build``: the sdist from
 the tree, then the wheel from the unpacked sdist), and a second wheel straight from the
-tree; the two wheels must be the same file by file.
+tree; the two wheels must be the same file by file. The tree is a fresh copy of the
+checkout's files (tracked, or new and not ignored): a ``build/`` folder left in the
+checkout would hand the wheel files that no longer exist.
 """
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -23,10 +26,19 @@ pytest.importorskip("build")
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The sdist and its wheel, and a wheel built from the tree."""
+    tree = tmp_path_factory.mktemp("tree")
+    files = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True, text=True, check=True,
+    ).stdout.splitlines()
+    for name in files:
+        if (ROOT / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, tree / name)
     released = tmp_path_factory.mktemp("dist")
     direct = tmp_path_factory.mktemp("wheel")
     for args in (["--outdir", str(released)], ["--wheel", "--outdir", str(direct)]):
-        proc = subprocess.run([sys.executable, "-m", "build", *args, str(ROOT)],
+        proc = subprocess.run([sys.executable, "-m", "build", *args, str(tree)],
                               capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (sdist,) = released.glob("*.tar.gz")
