@@ -7,6 +7,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
 
+import attrs
+
 from ._attachments import Source, load_audio, load_document, load_video
 from ._json import json_copy
 from ._schema.output import OutputSpec, output_spec
@@ -123,6 +125,8 @@ class Llm:
         data_or_path_or_url: Source,
         media_type: str = "application/pdf",
         filename: Optional[str] = None,
+        *,
+        citations: bool = False,
     ) -> DocumentPart:
         """A document for :meth:`user`'s ``attachments``: bytes, a file's path, or a URL.
 
@@ -130,12 +134,16 @@ class Llm:
         unreadable one raises :class:`~blazen.ValidationError` here, not when sending); an
         http(s) URL is sent as a URL where the provider fetches documents (Anthropic,
         Gemini). ``filename`` (by default the file's name) goes where the wire has one.
+        ``citations=True`` asks Claude to cite the document (``response.citations``).
 
         Example::
 
             Llm.user("Summarise this.", attachments=[Llm.document("report.pdf")])
         """
-        return load_document(data_or_path_or_url, media_type, filename)
+        doc = load_document(data_or_path_or_url, media_type, filename)
+        if citations:
+            doc = attrs.evolve(doc, citations=True)
+        return doc
 
     @staticmethod
     def audio(data_or_path: Source, format: str = "wav") -> AudioPart:

@@ -104,10 +104,23 @@ def _anthropic(body: dict[str, Any]) -> Reply:
     return Reply.sse(events)
 
 
+def _embeddings(body: dict[str, Any]) -> Reply:
+    """OpenAI's embeddings object: a small float vector per input, in order."""
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    data = [
+        {"object": "embedding", "index": i, "embedding": [len(t) / 10, 0.5, -0.25]}
+        for i, t in enumerate(texts)
+    ]
+    usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+    return Reply.json({"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+
 def respond(request: RecordedRequest) -> Reply:
     """The reply to one request, by its path and body."""
     if request.path.endswith("/chat/completions"):
         return _openai(request.json())
     if request.path.endswith("/messages"):
         return _anthropic(request.json())
+    if request.path.endswith("/embeddings"):
+        return _embeddings(request.json())
     return Reply.json({"error": {"message": f"the docs server has no {request.path}"}}, status=404)

@@ -35,6 +35,7 @@ from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
 from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
 from .output import with_output
+from .usage import priced
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -301,7 +302,7 @@ class Run:
             if not self.stream:
                 body = resp.read_body(opts.max_event_bytes, wire.provider, within=opts.idle_timeout)
                 try:
-                    response = wire.parse_response(body)
+                    response = priced(wire.parse_response(body), wire.provider, model.model)
                 except BlazenError:
                     raise
                 except SHAPE_ERRORS as exc:
@@ -377,7 +378,7 @@ class Run:
         # Assembled before the final chunk goes out: a value of the wrong type (a number as
         # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
         try:
-            response = state.response()
+            response = priced(state.response(), wire.provider, self.model.model)
         except SHAPE_ERRORS as exc:
             raise shape_error(wire.provider, exc, data) from exc
         # Typed output is read once, here: an answer that is not the type is the stream's

@@ -25,6 +25,7 @@ from .completion import (
     server_tool_chunk,
     stream_chunk,
 )
+from .embedding import EmbeddingResponse, Vector
 from .frozen import FrozenInstanceError, immutable
 from .messages import (
     AUDIO_FORMATS,
@@ -54,6 +55,7 @@ __all__ = [
     "ContentPart",
     "DocumentPart",
     "DoneEvent",
+    "EmbeddingResponse",
     "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
@@ -69,6 +71,7 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "Vector",
     "VideoPart",
     "immutable",
     "server_tool_chunk",

@@ -58,6 +58,25 @@ def add_parser(sub: Any) -> None:
     cmd.add_argument("--max-attempts", type=int, default=6, help="tries of a rate-limited item")
     cmd.add_argument("--retry-failed", action="store_true", help="run failed ids again")
     cmd.add_argument(
+        "--via",
+        choices=("stream", "provider"),
+        default="stream",
+        help="stream each item (default), or send them as the provider's own batches "
+        "(OpenAI, Anthropic, Gemini: about half the price, answers within 24 hours; "
+        "run the same command again to collect them)",
+    )
+    cmd.add_argument(
+        "--poll-interval",
+        type=float,
+        default=5.0,
+        help="with --via provider: seconds between polls",
+    )
+    cmd.add_argument(
+        "--cancel-on-interrupt",
+        action="store_true",
+        help="with --via provider: Ctrl-C cancels the provider's batches (default: they run on)",
+    )
+    cmd.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -136,15 +155,28 @@ def run(args: argparse.Namespace, model: ChatModel, note: Callable[[str], None])
             max_tokens=args.max_tokens,
             temperature=args.temperature,
         )
-        report = batch.run(
-            model,
-            requests,
-            concurrency=args.concurrency,
-            out=args.out,
-            retry_failed=args.retry_failed,
-            max_attempts=args.max_attempts,
-            progress=args.progress,
-            timeout=args.timeout,
-        )
+        if args.via == "provider":
+            report = batch.run(
+                model,
+                requests,
+                out=args.out,
+                retry_failed=args.retry_failed,
+                progress=args.progress,
+                via="provider",
+                poll_interval=args.poll_interval,
+                max_poll_interval=max(60.0, args.poll_interval),
+                cancel_on_interrupt=args.cancel_on_interrupt,
+            )
+        else:
+            report = batch.run(
+                model,
+                requests,
+                concurrency=args.concurrency,
+                out=args.out,
+                retry_failed=args.retry_failed,
+                max_attempts=args.max_attempts,
+                progress=args.progress,
+                timeout=args.timeout,
+            )
     note(str(report))
     return 0 if report.failed == 0 else 1

@@ -9,10 +9,19 @@ from urllib.parse import urlsplit
 from .._http import shown_url
 from .._stream import ChatModel, ModelOptions
 from ..errors import AuthError, ValidationError
+from .embeddings import OpenAIEmbeddings
 from .openai import OpenAIWire
 from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
-__all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
+__all__ = [
+    "check_url",
+    "env_url",
+    "openai_format",
+    "pop_embedding_model",
+    "pop_option",
+    "preset",
+    "resolve_key",
+]
 
 #: What blazen itself writes in an OpenAI-format message: no reasoning_field may be one.
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
@@ -111,9 +120,12 @@ def openai_format(
     max_tokens_field: str = "max_tokens",
     reasoning_field: Optional[str] = None,
     reasoning_details: bool = False,
+    embedding_model: Optional[str] = None,
+    embeddings_url: Optional[str] = None,
 ) -> ChatModel:
     """A model that speaks OpenAI's chat-completions wire format."""
     options = dict(options)
+    embedding_model = pop_embedding_model(options, embedding_model)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
     reasoning_details = pop_option(options, "reasoning_details", reasoning_details, bool)
     reasoning_field = options.pop("reasoning_field", reasoning_field)
@@ -153,7 +165,29 @@ def openai_format(
         reasoning_field=reasoning_field,
         reasoning_details=reasoning_details,
     )
-    return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    chat = ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    if embedding_model is not None:
+        chat.embedder = OpenAIEmbeddings(
+            provider=provider,
+            url=embeddings_url or f"{base}/embeddings",
+            model=embedding_model,
+            auth=None
+            if not api_key
+            else (auth_header, api_key if auth_header != "Authorization" else f"Bearer {api_key}"),
+            headers=opts.headers,
+            # Mistral answers unknown fields with 422 (see the registry's stream_usage).
+            base64=provider != "mistral",
+        )
+    return chat
+
+
+def pop_embedding_model(options: dict[str, Any], default: Optional[str]) -> Optional[str]:
+    """The ``embedding_model`` option (else ``default``), checked."""
+    value = options.pop("embedding_model", default)
+    if value is not None and (not isinstance(value, str) or not value):
+        msg = f"embedding_model must be a non-empty string or None, got {value!r}"
+        raise TypeError(msg)
+    return value
 
 
 def preset(
@@ -172,4 +206,5 @@ def preset(
         max_tokens_field=info.max_tokens_field,
         reasoning_field=info.reasoning_field,
         reasoning_details=info.reasoning_details,
+        embedding_model=info.embedding_model,
     )

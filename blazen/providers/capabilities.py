@@ -69,20 +69,20 @@ WIRES: dict[str, Capabilities] = {
     # https://docs.anthropic.com/en/docs/build-with-claude/pdf-support: PDFs as base64 or
     # by URL; plain text as a text source (citations docs). Claude reads no audio or video.
     "anthropic": Capabilities(
-        reasoning_effort=None,
-        reasoning_budget="`thinking.budget_tokens`",
+        reasoning_effort="`output_config.effort`",
+        reasoning_budget="`thinking.budget_tokens` (`adaptive`: `thinking.type`)",
         documents=("application/pdf", "text/plain"),
         document_urls=("application/pdf",),
         documents_as="`document` blocks: PDF (base64 or URL), plain text",
         caching="explicit: `cache=True` puts a `cache_control` breakpoint",
-        typed_output="a forced tool",
+        typed_output='`output_config.format` (a forced tool with `structured_output="tool"`)',
     ),
     # https://ai.google.dev/gemini-api/docs/document-processing and .../audio: inline
     # base64 data or a file URI, by MIME type. .../video-understanding: video the same way,
     # inline (under 100 MB) or as a Files API URI, a YouTube URL or another fetchable URL.
     "gemini": Capabilities(
         reasoning_effort="`thinkingLevel`",
-        reasoning_budget="`thinkingBudget`",
+        reasoning_budget="`thinkingBudget` (`adaptive`: -1)",
         documents=("application/pdf", "text/*"),
         document_urls=("application/pdf", "text/*"),
         documents_as="PDF and text as `inlineData` or `fileData` (URL)",

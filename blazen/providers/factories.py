@@ -6,10 +6,19 @@ import functools
 import os
 from typing import Any, Callable, Optional
 
-from .._kit import WireFormat
+from .._kit import EmbeddingWire, WireFormat
 from .._stream import ChatModel, ModelOptions, Recipe
 from ..errors import ValidationError
-from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
+from .build import (
+    check_url,
+    env_url,
+    openai_format,
+    pop_embedding_model,
+    pop_option,
+    preset,
+    resolve_key,
+)
+from .embeddings import GeminiEmbeddings, OllamaEmbeddings
 from .registry import PROVIDERS, ProviderInfo, compat_key_variable
 
 # Each native wire format is imported by its own factory, on first use: a program that only
@@ -31,15 +40,21 @@ def _native(
     base_url: Optional[str],
     options: dict[str, Any],
     make_wire: Callable[[str, str, str, ModelOptions], WireFormat],
+    make_embedder: Optional[Callable[[str, str, str, ModelOptions], EmbeddingWire]] = None,
 ) -> ChatModel:
     """A model of a native wire format: key, URL and defaults from the registry's row."""
     info = _row(name)
     key = resolve_key(name, api_key, info.key_env, required=info.key_required)
+    options = dict(options)
+    embedding_model = pop_embedding_model(options, info.embedding_model)
     opts = ModelOptions.from_kwargs(name, options)
     base = check_url(name, env_url(base_url, info.url_env) or info.base_url or "")
     chosen = model or info.model
     wire = make_wire(base, key, chosen, opts)
-    return ChatModel(wire=wire, model=chosen, base_url=base, options=opts, secrets=(key,))
+    chat = ChatModel(wire=wire, model=chosen, base_url=base, options=opts, secrets=(key,))
+    if make_embedder is not None and embedding_model is not None:
+        chat.embedder = make_embedder(base, key, embedding_model, opts)
+    return chat
 
 
 class Providers:
@@ -96,6 +111,7 @@ class Providers:
             model=model or _row("openai_compat").model,
             base_url=base_url,
             options=options,
+            embedding_model=_row("openai_compat").embedding_model,
         )
 
     @staticmethod
@@ -139,6 +155,10 @@ class Providers:
             url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
             auth_header="api-key",
             max_tokens_field=info.max_tokens_field,
+            embedding_model=info.embedding_model,
+            # https://learn.microsoft.com/azure/ai-foundry/openai/reference: the embedding
+            # deployment is in the path; "{model}" is the call's (or embedding_model=).
+            embeddings_url=f"{base}/openai/deployments/{{model}}/embeddings?api-version={version}",
         )
 
     @staticmethod
@@ -150,14 +170,20 @@ class Providers:
     ) -> ChatModel:
         """Anthropic's Messages API (key: ``ANTHROPIC_API_KEY``).
 
-        Extra options: ``anthropic_version`` (``2023-06-01``) and ``default_max_tokens``
-        (4096), sent when the request has no ``max_tokens`` (the API requires one).
+        Extra options: ``anthropic_version`` (``2023-06-01``), ``default_max_tokens``
+        (4096), sent when the request has no ``max_tokens`` (the API requires one), and
+        ``structured_output`` (``"format"``: ``output=`` goes as ``output_config.format``;
+        ``"tool"``: as a forced tool, for servers without structured outputs).
         """
         from .anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
 
         options = dict(options)
         version = pop_option(options, "anthropic_version", DEFAULT_VERSION, str)
         max_tokens = pop_option(options, "default_max_tokens", DEFAULT_MAX_TOKENS, int)
+        structured = pop_option(options, "structured_output", "format", str)
+        if structured not in ("format", "tool"):
+            msg = f"structured_output must be 'format' or 'tool', got {structured!r}"
+            raise ValueError(msg)
         if max_tokens < 1:
             msg = f"default_max_tokens must be at least 1, got {max_tokens}"
             raise ValueError(msg)
@@ -174,6 +200,7 @@ class Providers:
                 headers=opts.headers,
                 version=version,
                 default_max_tokens=max_tokens,
+                structured_output=structured,
             ),
         )
 
@@ -199,6 +226,9 @@ class Providers:
             lambda base, key, name, opts: GeminiWire(
                 base_url=base, api_key=key, model=name, headers=opts.headers
             ),
+            lambda base, key, name, opts: GeminiEmbeddings(
+                base_url=base, api_key=key, model=name, headers=opts.headers
+            ),
         )
 
     @staticmethod
@@ -221,6 +251,9 @@ class Providers:
             base_url,
             options,
             lambda base, key, name, opts: OllamaWire(
+                base_url=base, api_key=key, model=name, headers=opts.headers
+            ),
+            lambda base, key, name, opts: OllamaEmbeddings(
                 base_url=base, api_key=key, model=name, headers=opts.headers
             ),
         )

@@ -50,6 +50,7 @@ from .._types import (
 from ..errors import ProviderError, ValidationError, error_from_provider, parse_retry_after
 from .base import (
     call_arguments,
+    check_effort,
     image_source,
     reasoning_refused,
     system_text,
@@ -288,6 +289,8 @@ class GeminiWire:
         A budget is ``thinkingBudget`` (Gemini 2.5 and later); an effort is
         ``thinkingLevel`` (Gemini 3). Gemini refuses both in one request.
         """
+        # https://ai.google.dev/gemini-api/docs/thinking: the levels Gemini 3 documents.
+        check_effort(self.provider, req, ("minimal", "low", "medium", "high"))
         effort, budget = req.reasoning_effort, req.reasoning_budget
         if effort is not None and budget is not None:
             raise reasoning_refused(

@@ -68,6 +68,10 @@ class ProviderInfo:
     reasoning_field: Optional[str] = None
     #: Whether the server sends ``reasoning_details`` (OpenRouter): kept, and sent back.
     reasoning_details: bool = False
+    #: The embedding model ``model.embed()`` uses when none is named (option
+    #: ``embedding_model`` overrides it), or None where the service has no embedding
+    #: endpoint (``embed`` then raises UnsupportedError unless the option names a model).
+    embedding_model: Optional[str] = None
 
 
 def _compat(
@@ -80,6 +84,7 @@ def _compat(
     stream_usage: bool = True,
     reasoning_field: Optional[str] = None,
     reasoning_details: bool = False,
+    embedding_model: Optional[str] = None,
 ) -> ProviderInfo:
     return ProviderInfo(
         name=name,
@@ -91,6 +96,7 @@ def _compat(
         stream_usage=stream_usage,
         reasoning_field=reasoning_field,
         reasoning_details=reasoning_details,
+        embedding_model=embedding_model if not local else "default",
         auto=not local,
         summary="chat completions on localhost" if local else "chat completions",
     )
@@ -105,6 +111,7 @@ _ROWS = (
         key_env=("OPENAI_API_KEY",),
         model="gpt-4o-mini",
         max_tokens_field="max_completion_tokens",
+        embedding_model="text-embedding-3-small",
     ),
     ProviderInfo(
         name="anthropic",
@@ -121,6 +128,7 @@ _ROWS = (
         base_url="https://generativelanguage.googleapis.com/v1beta",
         key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         model="gemini-2.5-flash",
+        embedding_model="gemini-embedding-001",
         summary="`streamGenerateContent?alt=sse`, key in `x-goog-api-key`",
     ),
     ProviderInfo(
@@ -129,6 +137,7 @@ _ROWS = (
         base_url="http://localhost:11434",
         key_env=(),
         model="llama3.2",
+        embedding_model="embeddinggemma",
         key_required=False,
         auto=False,
         summary="native `/api/chat` NDJSON",
@@ -144,6 +153,8 @@ _ROWS = (
         auto=False,
         summary="chat completions of a deployment (`model=` deployment, `api_version=`)",
         max_tokens_field="max_completion_tokens",
+        # A deployment of an embedding model, named like the model by default.
+        embedding_model="text-embedding-3-small",
     ),
     # Any server that speaks OpenAI's wire: its key variable is derived from provider_name.
     ProviderInfo(
@@ -155,6 +166,7 @@ _ROWS = (
         key_required=False,
         auto=False,
         summary="chat completions at any `base_url`",
+        embedding_model="default",
     ),
     _compat(
         "openrouter",
@@ -169,6 +181,7 @@ _ROWS = (
         "https://api.together.xyz/v1",
         ("TOGETHER_API_KEY",),
         "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+        embedding_model="BAAI/bge-base-en-v1.5",
     ),
     # Mistral validates strictly: stream_options is a 422 "extra_forbidden"; it reports usage
     # in the last chunk anyway.
@@ -178,6 +191,7 @@ _ROWS = (
         ("MISTRAL_API_KEY",),
         "mistral-small-latest",
         stream_usage=False,
+        embedding_model="mistral-embed",
     ),
     _compat(
         "deepseek",
@@ -191,6 +205,7 @@ _ROWS = (
         "https://api.fireworks.ai/inference/v1",
         ("FIREWORKS_API_KEY",),
         "accounts/fireworks/models/llama-v3p3-70b-instruct",
+        embedding_model="nomic-ai/nomic-embed-text-v1.5",
     ),
     # Perplexity sends usage on its chunks unasked.
     _compat(
@@ -208,6 +223,7 @@ _ROWS = (
         ("CO_API_KEY", "COHERE_API_KEY"),
         "command-a-03-2025",
         stream_usage=False,
+        embedding_model="embed-v4.0",
     ),
     # Local servers: the model is whatever the server has loaded; pass model= to choose.
     _compat("lm_studio", "http://localhost:1234/v1", ("LM_STUDIO_API_KEY",), "default", local=True),
