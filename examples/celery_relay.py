@@ -7,7 +7,7 @@ the endpoint follows that stream and serves it as ``text/event-stream``, so a br
 If the worker dies mid-answer, the page gets an ``error`` event (``producer_lost``) within
 ``stale_after`` seconds instead of spinning for ever.
 
-    pip install 'blazen[redis]' 'celery[redis]'
+    pip install 'blazen-stream[redis]' 'celery[redis]'
     redis-server &                                   # or point REDIS_URL at yours
     cd examples
     celery -A celery_relay worker --pool=prefork --concurrency=4 &

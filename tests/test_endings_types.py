@@ -11,7 +11,7 @@ import pytest
 
 import blazen
 from blazen import Llm
-from blazen._stream.finish import FINISH_REASONS, finish_reason_table, normalise_finish_reason
+from blazen._kit.finish import FINISH_REASONS, finish_reason_table, normalise_finish_reason
 from blazen.sinks.codec import decode, encode_chunk
 
 
@@ -137,7 +137,7 @@ def test_an_unknown_finish_reason_is_empty_and_logged_once(caplog):
 
 def test_an_unknown_finish_reason_keeps_its_raw_value_on_the_response():
     """The response reports "" and keeps the provider's word."""
-    state = blazen._stream.StreamState()
+    state = blazen._kit.StreamState()
     state.raw_finish_reason = "brand_new_stop_27"
     state.finished = True
     resp = state.response()

@@ -8,9 +8,8 @@ import attrs
 import pytest
 
 import blazen
-from blazen._stream import StreamState
+from blazen._kit import StreamState, parse_json
 from blazen._types import ArgumentFragments, stream_chunk, tool_call_snapshot, tool_calls_view
-from blazen.providers.base import parse_json
 
 
 def test_the_hot_path_chunk_builder_makes_the_same_value_as_the_constructor():

@@ -165,8 +165,8 @@ def test_missing_gguf_file_is_a_clear_error(monkeypatch, tmp_path):
 def test_missing_extra_raises_import_error_naming_the_install_command(monkeypatch):
     """Without llama-cpp-python, start() says which command installs it."""
     monkeypatch.setattr(local, "_SERVER_MODULES", ("blazen_no_such_module",))
-    assert "pip install 'blazen[local]'" in (local.missing_extra() or "")
-    with pytest.raises(ImportError, match=r"pip install 'blazen\[local\]'"):
+    assert "pip install 'blazen-stream[local]'" in (local.missing_extra() or "")
+    with pytest.raises(ImportError, match=r"pip install 'blazen-stream\[local\]'"):
         local.start()
 
 

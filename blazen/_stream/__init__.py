@@ -2,9 +2,10 @@
 
 ``ChatModel`` binds a :class:`WireFormat` to a connection pool; :class:`Streaming` runs one
 request on a worker thread (:mod:`.worker`) and delivers its events through one I/O-free
-protocol (:mod:`.delivery`) that the blocking, asyncio and background drivers all carry
-out. Wire formats plug in from :mod:`blazen.providers` by implementing :class:`WireFormat`
-and folding payloads into a :class:`StreamState`; nothing here knows a provider by name.
+protocol (:mod:`.delivery`) whose operations :mod:`.driving` carries out once for the
+blocking, asyncio, background and pull drivers. Wire formats plug in from
+:mod:`blazen.providers` by implementing :class:`blazen._kit.WireFormat` (the provider kit,
+one layer down); nothing here knows a provider by name.
 """
 
 from __future__ import annotations
@@ -12,15 +13,15 @@ from __future__ import annotations
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .fallback import DEFAULT_SWITCH_ON, Fallback, SwitchOn
 from .lifecycle import init, shutdown
 from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
 from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_callbacks
-from .state import StreamState, normalise_finish_reason
 from .streaming import Streaming
-from .wire import WireFormat, error_event, error_from_body, error_from_http, malformed
 
 __all__ = [
+    "DEFAULT_SWITCH_ON",
     "AnySink",
     "ChatModel",
     "ChunkCallback",
@@ -29,23 +30,18 @@ __all__ = [
     "DoneSink",
     "ErrorCallback",
     "ErrorSink",
+    "Fallback",
     "ModelOptions",
     "Recipe",
     "Sink",
-    "StreamState",
     "Streaming",
-    "WireFormat",
+    "SwitchOn",
     "cancel_safe",
     "check_callable",
     "check_controls",
     "check_request",
-    "error_event",
-    "error_from_body",
-    "error_from_http",
     "init",
     "is_sink",
-    "malformed",
-    "normalise_finish_reason",
     "revive",
     "shutdown",
     "sink_callbacks",

@@ -1,4 +1,4 @@
-"""The progress bar: ``tqdm`` on stderr, from the optional extra ``blazen[progress]``."""
+"""The progress bar: ``tqdm`` on stderr, from the optional extra ``blazen-stream[progress]``."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def open_progress(asked: Optional[bool], total: Optional[int]) -> Optional[Progr
         tqdm = importlib.import_module("tqdm").tqdm  # optional: no stubs needed
     except ImportError:
         if asked:
-            msg = "progress=True needs tqdm: pip install 'blazen[progress]'"
+            msg = "progress=True needs tqdm: pip install 'blazen-stream[progress]'"
             raise UnsupportedError(msg) from None
         return None
     if asked is None and not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):

@@ -1,47 +1,26 @@
-"""Helpers the wire formats share to build requests and read payloads. No I/O here."""
+"""Helpers the wire formats share to build requests. No I/O here.
+
+Reading payloads and errors is the provider kit's (:mod:`blazen._kit`).
+"""
 
 from __future__ import annotations
 
-import json
 import mimetypes
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from .._stream import malformed
 from .._types import CompletionRequest, ImagePart, ToolCall
 from ..errors import UnsupportedError, ValidationError
 
 __all__ = [
     "call_arguments",
     "image_source",
-    "parse_json",
     "reasoning_refused",
+    "refuse_previous_response",
     "system_text",
     "tool_names",
 ]
-
-
-# json.loads reaches the C scanner through two Python wrappers and two whitespace regexes,
-# a third of its time on a small payload. Stream payloads are bare JSON: try the scanner on
-# its own, and leave anything it declines (whitespace, trailing data, errors) to json.loads.
-_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-
-
-def parse_json(provider: str, data: str) -> dict[str, Any]:
-    """Decode one payload that must be a JSON object."""
-    try:
-        obj, end = _scan_once(data, 0)
-        if end != len(data):
-            raise ValueError(end)
-    except (StopIteration, ValueError):
-        try:
-            obj = json.loads(data)
-        except ValueError as exc:
-            raise malformed(provider, "not JSON", data) from exc
-    if not isinstance(obj, dict):
-        raise malformed(provider, "not a JSON object", data)
-    return obj
 
 
 # -- request helpers shared by the wire formats ------------------------------------------
@@ -127,3 +106,13 @@ def refuse_server_tools(provider: str, req: CompletionRequest, wire: str) -> Non
         raise reasoning_refused(
             provider, f"reasoning_display={req.reasoning_display!r}", "leave it unset"
         )
+
+
+def refuse_previous_response(provider: str, req: CompletionRequest) -> None:
+    """Refuse ``previous_response_id`` on a wire that keeps no answers (before sending)."""
+    if req.previous_response_id is not None:
+        msg = (
+            f"{provider} keeps no earlier answers to continue: previous_response_id is for the "
+            "Responses API with store=True (api='responses'); send the whole conversation"
+        )
+        raise UnsupportedError(msg, provider=provider)

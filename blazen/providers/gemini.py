@@ -21,13 +21,22 @@ Each SSE payload is a whole ``GenerateContentResponse``
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, Optional
 from urllib.parse import quote
 
 from .._http import HttpRequest
-from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
+from .._kit import (
+    StreamState,
+    error_from_body,
+    error_payload,
+    event_error_payload,
+    first_str,
+    malformed,
+    parse_json,
+)
 from .._types import (
     Attachment,
     AudioPart,
@@ -38,18 +47,19 @@ from .._types import (
     StreamChunk,
     TokenUsage,
 )
-from ..errors import ProviderError, ValidationError, error_from_provider
+from ..errors import ProviderError, ValidationError, error_from_provider, parse_retry_after
 from .base import (
     call_arguments,
+    check_effort,
     image_source,
-    parse_json,
     reasoning_refused,
+    refuse_previous_response,
     system_text,
     tool_names,
 )
 from .capabilities import check_attachment
 
-__all__ = ["GeminiWire"]
+__all__ = ["GeminiFold", "GeminiWire", "google_error"]
 
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 
@@ -100,14 +110,6 @@ def _signatures(m: ChatMessage) -> tuple[list[ReasoningPart], Optional[str], dic
         else:
             text_signature = part.signature
     return thoughts, text_signature, calls
-
-
-def _close_thought(state: StreamState, signature: Optional[str]) -> None:
-    # A run of thought text ends at the part that signs it (or at the end of the answer).
-    run = state.scratch.pop("thought", None)
-    if run is not None or signature:
-        text = "".join(run or ())
-        state.add_reasoning_part(ReasoningPart(text=text, signature=signature, provider=WIRE))
 
 
 # Finish reasons that report a failed answer rather than a finished one.
@@ -230,6 +232,7 @@ class GeminiWire:
 
     def body(self, req: CompletionRequest) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {"contents": self.contents(req)}
         system = system_text(req)
         if system:
@@ -288,6 +291,8 @@ class GeminiWire:
         A budget is ``thinkingBudget`` (Gemini 2.5 and later); an effort is
         ``thinkingLevel`` (Gemini 3). Gemini refuses both in one request.
         """
+        # https://ai.google.dev/gemini-api/docs/thinking: the levels Gemini 3 documents.
+        check_effort(self.provider, req, ("minimal", "low", "medium", "high"))
         effort, budget = req.reasoning_effort, req.reasoning_budget
         if effort is not None and budget is not None:
             raise reasoning_refused(
@@ -311,16 +316,60 @@ class GeminiWire:
 
     # -- stream ------------------------------------------------------------------------
 
-    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
-        """Fold one ``GenerateContentResponse`` into ``state``."""
-        if event == "error":
-            raise error_event(self.provider, data)
-        obj = parse_json(self.provider, data)
-        return self._apply(state, obj, data)
+    def start(self, state: StreamState) -> GeminiFold:
+        """A fold for one stream into ``state``."""
+        return GeminiFold(self.provider, state)
 
-    def _apply(self, state: StreamState, obj: Mapping[str, Any], raw: str) -> Optional[StreamChunk]:
+    # -- whole responses and errors ----------------------------------------------------
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request, folded through the same state."""
+        obj = parse_json(self.provider, body)
+        state = StreamState()
+        GeminiFold(self.provider, state).apply(obj, body)
+        state.finished = True
+        return state.response()
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The error for a non-success HTTP response."""
+        return google_error(
+            self.provider, status, error_payload(body), headers=headers, raw=body
+        )
+
+
+class GeminiFold:
+    """One Gemini stream's fold: each ``GenerateContentResponse`` into its state."""
+
+    __slots__ = ("call_ids", "provider", "state", "thought")
+
+    def __init__(self, provider: str, state: StreamState) -> None:
+        self.provider = provider
+        self.state = state
+        #: The call ids given so far: a repeated one is another call all the same.
+        self.call_ids: set[str] = set()
+        #: The thought text since the last signature, or None when no run is open.
+        self.thought: Optional[list[str]] = None
+
+    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one ``GenerateContentResponse``."""
+        if event == "error":
+            raise google_error(self.provider, None, event_error_payload(data), raw=data)
+        return self.apply(parse_json(self.provider, data), data)
+
+    def _close_thought(self, signature: Optional[str]) -> None:
+        # A run of thought text ends at the part that signs it (or at the end of the answer).
+        run, self.thought = self.thought, None
+        if run is not None or signature:
+            text = "".join(run or ())
+            self.state.add_reasoning_part(
+                ReasoningPart(text=text, signature=signature, provider=WIRE)
+            )
+
+    def apply(self, obj: Mapping[str, Any], raw: str) -> Optional[StreamChunk]:
+        """Fold one decoded response (a streamed payload, or a whole non-streamed body)."""
+        state = self.state
         if obj.get("error") is not None:
-            raise error_from_body(self.provider, None, obj, raw=raw)
+            raise google_error(self.provider, None, obj, raw=raw)
         if state.model is None:
             state.response_id = obj.get("responseId")  # the same on every payload
         state.model = obj.get("modelVersion") or state.model
@@ -352,7 +401,7 @@ class GeminiWire:
                 call = part["functionCall"]
                 args = call.get("args")
                 call_id = call.get("id")
-                ids = state.scratch.setdefault("call_ids", set())
+                ids = self.call_ids
                 if not call_id or call_id in ids:
                     # Each functionCall part is a whole call: one that repeats an id is
                     # another call all the same (merged, its arguments would be two objects).
@@ -360,7 +409,7 @@ class GeminiWire:
                 ids.add(call_id)
                 state.tool_delta(None, call_id, call.get("name"), json.dumps(args or {}))
                 if signature:
-                    _close_thought(state, None)
+                    self._close_thought(None)
                     state.add_reasoning_part(
                         ReasoningPart(
                             kind="signature",
@@ -375,13 +424,15 @@ class GeminiWire:
                     raise malformed(self.provider, "part.text is not a string", raw)
                 thought.append(value)
                 if value:
-                    state.scratch.setdefault("thought", []).append(value)
+                    if self.thought is None:
+                        self.thought = []
+                    self.thought.append(value)
                 if signature:
-                    _close_thought(state, signature)
+                    self._close_thought(signature)
             elif isinstance(part.get("text"), str):
                 text.append(part["text"])
                 if signature:
-                    _close_thought(state, None)
+                    self._close_thought(None)
                     state.add_reasoning_part(
                         ReasoningPart(kind="signature", signature=signature, provider=WIRE)
                     )
@@ -389,7 +440,7 @@ class GeminiWire:
                 raise malformed(self.provider, "part.text is not a string", raw)
             elif signature:
                 # A part that is only a signature signs the answer's text.
-                _close_thought(state, None)
+                self._close_thought(None)
                 state.add_reasoning_part(
                     ReasoningPart(kind="signature", signature=signature, provider=WIRE)
                 )
@@ -406,20 +457,70 @@ class GeminiWire:
         if finish:
             state.raw_finish_reason = finish
             state.finished = True
-            if "thought" in state.scratch:
-                _close_thought(state, None)
+            if self.thought is not None:
+                self._close_thought(None)
         return state.emit("".join(text), "".join(thought))
 
-    # -- whole responses and errors ----------------------------------------------------
 
-    def parse_response(self, body: str) -> CompletionResponse:
-        """The response of a non-streaming request, folded through the same state."""
-        obj = parse_json(self.provider, body)
-        state = StreamState()
-        self._apply(state, obj, body)
-        state.finished = True
-        return state.response()
+def google_error(
+    provider: str,
+    status: Optional[int],
+    payload: Any,
+    *,
+    headers: Optional[Mapping[str, str]] = None,
+    raw: str = "",
+) -> ProviderError:
+    """A google.rpc error (``{"error": {"code", "message", "status", "details"}}``) classified.
 
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error for a non-success HTTP response."""
-        return error_from_http(self.provider, status, headers, body)
+    https://cloud.google.com/apis/design/errors: ``status`` is a label
+    (``RESOURCE_EXHAUSTED``) and becomes the error type; an ``ErrorInfo`` detail's reason
+    (``API_KEY_INVALID``) the code; a ``RetryInfo`` detail's delay counts as
+    ``Retry-After`` when no header says one.
+    """
+    err = payload.get("error", payload) if isinstance(payload, dict) else None
+    error_type: Optional[str] = None
+    reason: Optional[str] = None
+    retry_after = parse_retry_after(headers) if headers else None
+    if isinstance(err, dict):
+        # An error "type" (a proxy's own error in front of Google) still comes first.
+        label = err.get("status") if isinstance(err.get("status"), str) else None
+        error_type = first_str(err.get("type"), label)
+        if isinstance(err.get("details"), list):
+            reason, delay = _google_details(err["details"])
+            if retry_after is None:
+                retry_after = delay
+    return error_from_body(
+        provider,
+        status,
+        payload,
+        headers=headers,
+        raw=raw,
+        error_type=error_type,
+        code=reason,
+        retry_after=retry_after,
+    )
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def _google_details(details: list[Any]) -> tuple[Optional[str], Optional[float]]:
+    """The ErrorInfo reason and the RetryInfo delay of a google.rpc error, if present.
+
+    https://cloud.google.com/apis/design/errors#error_details: a 429 carries
+    ``{"@type": ".../google.rpc.RetryInfo", "retryDelay": "34s"}``, a wrong key
+    ``{"@type": ".../google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}``.
+    """
+    reason: Optional[str] = None
+    delay: Optional[float] = None
+    for item in details:
+        if not isinstance(item, dict):
+            continue
+        kind = str(item.get("@type", ""))
+        if kind.endswith("google.rpc.ErrorInfo") and isinstance(item.get("reason"), str):
+            reason = item["reason"]
+        elif kind.endswith("google.rpc.RetryInfo") and isinstance(item.get("retryDelay"), str):
+            match = _DURATION.match(item["retryDelay"])
+            if match:
+                delay = float(match.group(1))
+    return reason, delay

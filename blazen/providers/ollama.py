@@ -20,21 +20,21 @@ from collections.abc import Mapping
 from typing import Any, Optional, Union
 
 from .._http import HttpRequest
-from .._stream import StreamState, error_from_body, error_from_http, malformed
+from .._kit import StreamState, error_from_body, error_from_http, malformed, parse_json
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import ProviderError, UnsupportedError
 from .base import (
     call_arguments,
     check_effort,
     image_source,
-    parse_json,
     reasoning_refused,
+    refuse_previous_response,
     refuse_server_tools,
     tool_names,
 )
 from .capabilities import check_attachment
 
-__all__ = ["OllamaWire"]
+__all__ = ["OllamaFold", "OllamaWire"]
 
 
 class OllamaWire:
@@ -109,6 +109,7 @@ class OllamaWire:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {
             "model": req.model or self.model,
             "messages": self.messages(req),
@@ -186,8 +187,36 @@ class OllamaWire:
 
     # -- stream ------------------------------------------------------------------------
 
-    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
-        """Fold one NDJSON line into ``state``."""
+    def start(self, state: StreamState) -> OllamaFold:
+        """A fold for one stream into ``state``."""
+        return OllamaFold(self.provider, state)
+
+    # -- whole responses and errors ----------------------------------------------------
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request (one object with ``done: true``)."""
+        state = StreamState()
+        OllamaFold(self.provider, state).fold("", body)
+        state.finished = True
+        return state.response()
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The error for a non-success HTTP response."""
+        return error_from_http(self.provider, status, headers, body)
+
+
+class OllamaFold:
+    """One ``/api/chat`` stream's fold: each NDJSON line into its state (nothing kept between)."""
+
+    __slots__ = ("provider", "state")
+
+    def __init__(self, provider: str, state: StreamState) -> None:
+        self.provider = provider
+        self.state = state
+
+    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one NDJSON line."""
+        state = self.state
         obj = parse_json(self.provider, data)
         if obj.get("error") is not None:
             raise error_from_body(self.provider, None, obj, raw=data)
@@ -216,16 +245,3 @@ class OllamaWire:
                 )
             state.finished = True
         return state.emit(content, thinking if isinstance(thinking, str) else None)
-
-    # -- whole responses and errors ----------------------------------------------------
-
-    def parse_response(self, body: str) -> CompletionResponse:
-        """The response of a non-streaming request (one object with ``done: true``)."""
-        state = StreamState()
-        self.fold(state, "", body)
-        state.finished = True
-        return state.response()
-
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error for a non-success HTTP response."""
-        return error_from_http(self.provider, status, headers, body)

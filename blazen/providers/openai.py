@@ -23,8 +23,15 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from .._http import HttpRequest
+from .._kit import (
+    StreamState,
+    error_event,
+    error_from_body,
+    error_from_http,
+    malformed,
+    parse_json,
+)
 from .._schema.output import OutputSpec
-from .._stream import StreamState, error_event, error_from_body, error_from_http, malformed
 from .._types import (
     Attachment,
     AudioPart,
@@ -35,11 +42,11 @@ from .._types import (
     TokenUsage,
 )
 from ..errors import ProviderError
-from .base import check_effort, parse_json, reasoning_refused, refuse_server_tools
+from .base import check_effort, reasoning_refused, refuse_previous_response, refuse_server_tools
 from .capabilities import check_attachment
-from .reasoning_details import add_details, flush_details, sent_back
+from .reasoning_details import Details, sent_back
 
-__all__ = ["OpenAIWire", "openai_messages"]
+__all__ = ["DetailsFold", "OpenAIFold", "OpenAIWire", "openai_messages"]
 
 
 def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
@@ -169,9 +176,6 @@ class OpenAIWire:
         self.provider = provider
         self._reasoning_field = reasoning_field
         self._reasoning_details = reasoning_details
-        if reasoning_details:
-            # Only OpenRouter streams pay for reading reasoning_details (see _fold_details).
-            self.fold = self._fold_details  # type: ignore[method-assign]
         # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
         self._max_tokens_field = max_tokens_field
         self.model = model
@@ -195,6 +199,7 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
+        refuse_previous_response(self.provider, req)
         messages = openai_messages(
             req, self.provider, self._reasoning_field, self._reasoning_details
         )
@@ -243,12 +248,71 @@ class OpenAIWire:
             self._url, self._headers, self.body(req, stream=stream), sse=stream
         )
 
-    def fold(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
-        """Fold one ``data:`` payload into ``state``."""
+    def start(self, state: StreamState) -> OpenAIFold:
+        """A fold for one stream into ``state``."""
+        if self._reasoning_details:
+            # Only OpenRouter streams pay for reading reasoning_details.
+            return DetailsFold(self.provider, state)
+        return OpenAIFold(self.provider, state)
+
+    def parse_response(self, body: str) -> CompletionResponse:
+        """The response of a non-streaming request, folded through the same state."""
+        obj = parse_json(self.provider, body)
+        if obj.get("error") is not None:
+            raise error_from_body(self.provider, None, obj, raw=body)
+        state = StreamState()
+        state.finished = True
+        state.model = obj.get("model")
+        state.response_id = obj.get("id")
+        if obj.get("usage"):
+            state.usage = _usage(obj["usage"])
+        choices = obj.get("choices") or []
+        if not choices:
+            raise malformed(self.provider, "no choices", body)
+        message = choices[0].get("message") or {}
+        for i, tc in enumerate(message.get("tool_calls") or ()):
+            fn = tc.get("function") or {}
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):
+                args = json.dumps(args)
+            state.tool_delta(i, tc.get("id"), fn.get("name"), args)
+        state.raw_finish_reason = choices[0].get("finish_reason")
+        if self._reasoning_details:
+            details = Details()
+            details.add(message.get("reasoning_details"))
+            details.flush(state)
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        state.emit_refusal(
+            message.get("refusal"),
+            message.get("content"),
+            reasoning if isinstance(reasoning, str) else None,
+        )
+        return state.response()
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The error for a non-success HTTP response."""
+        return error_from_http(self.provider, status, headers, body)
+
+
+class OpenAIFold:
+    """One chat-completions stream's fold: each ``data:`` payload into its state."""
+
+    __slots__ = ("provider", "skipped", "state")
+
+    def __init__(self, provider: str, state: StreamState) -> None:
+        self.provider = provider
+        self.state = state
+        #: The index of a choice that came while choice 0 never did, kept for the end: a
+        #: stream that never says choice 0 is no empty answer.
+        self.skipped: Optional[Any] = None
+
+    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one ``data:`` payload."""
+        state = self.state
         # Every payload but the last is a JSON object: only look closer at those that are not.
         if not data.startswith("{") and data.strip() == "[DONE]":
-            if "skipped" in state.scratch and not state.has_content and not state.raw_finish_reason:
-                raise self._no_choice_zero(state.scratch["skipped"])
+            if self.skipped is not None and not state.has_content and not state.raw_finish_reason:
+                raise _no_choice_zero(self.provider, self.skipped)
             state.finished = True
             return None
         if event == "error":
@@ -275,8 +339,8 @@ class OpenAIWire:
         if len(choices) > 1 or choice.get("index"):
             choice = next((c for c in choices if not c.get("index")), None)
             if choice is None:
-                # Kept for the end: a stream that never says choice 0 is no empty answer.
-                state.scratch.setdefault("skipped", choices[0].get("index"))
+                if self.skipped is None:
+                    self.skipped = choices[0].get("index")
                 return None
         delta = choice.get("delta") or {}
         content = delta.get("content")
@@ -311,60 +375,35 @@ class OpenAIWire:
             return state.emit_refusal(refusal, content, reasoning)
         return state.emit(content, reasoning)
 
-    def _no_choice_zero(self, index: Any) -> ProviderError:
-        return ProviderError(
-            f"{self.provider} streamed its answer as choice {index!r} and never as choice 0, "
-            "the one blazen follows (a request asks for one answer): nothing of it was read",
-            provider=self.provider,
-            error_type="malformed_payload",
-        )
 
-    def parse_response(self, body: str) -> CompletionResponse:
-        """The response of a non-streaming request, folded through the same state."""
-        obj = parse_json(self.provider, body)
-        if obj.get("error") is not None:
-            raise error_from_body(self.provider, None, obj, raw=body)
-        state = StreamState()
-        state.finished = True
-        state.model = obj.get("model")
-        state.response_id = obj.get("id")
-        if obj.get("usage"):
-            state.usage = _usage(obj["usage"])
-        choices = obj.get("choices") or []
-        if not choices:
-            raise malformed(self.provider, "no choices", body)
-        message = choices[0].get("message") or {}
-        for i, tc in enumerate(message.get("tool_calls") or ()):
-            fn = tc.get("function") or {}
-            args = fn.get("arguments")
-            if args is not None and not isinstance(args, str):
-                args = json.dumps(args)
-            state.tool_delta(i, tc.get("id"), fn.get("name"), args)
-        state.raw_finish_reason = choices[0].get("finish_reason")
-        if self._reasoning_details:
-            add_details(state, message.get("reasoning_details"))
-            flush_details(state)
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        state.emit_refusal(
-            message.get("refusal"),
-            message.get("content"),
-            reasoning if isinstance(reasoning, str) else None,
-        )
-        return state.response()
+class DetailsFold(OpenAIFold):
+    """:class:`OpenAIFold`, keeping OpenRouter's ``reasoning_details`` pieces as well."""
 
-    def _fold_details(self, state: StreamState, event: str, data: str) -> Optional[StreamChunk]:
-        """:meth:`fold`, keeping OpenRouter's ``reasoning_details`` pieces as well."""
-        chunk = OpenAIWire.fold(self, state, event, data)
+    __slots__ = ("details",)
+
+    def __init__(self, provider: str, state: StreamState) -> None:
+        super().__init__(provider, state)
+        self.details = Details()
+
+    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
+        """Fold one ``data:`` payload and the reasoning entries it carries."""
+        chunk = OpenAIFold.fold(self, event, data)
+        state = self.state
         if "reasoning_details" in data:
             # fold() has parsed it already: valid JSON, an object, choice 0 first or alone.
             for choice in json.loads(data).get("choices") or ():
                 if not choice.get("index"):
-                    add_details(state, (choice.get("delta") or {}).get("reasoning_details"))
+                    self.details.add((choice.get("delta") or {}).get("reasoning_details"))
                     break
-        if (state.finished or state.raw_finish_reason) and "details" in state.scratch:
-            flush_details(state)
+        if (state.finished or state.raw_finish_reason) and self.details.pending:
+            self.details.flush(state)
         return chunk
 
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error for a non-success HTTP response."""
-        return error_from_http(self.provider, status, headers, body)
+
+def _no_choice_zero(provider: str, index: Any) -> ProviderError:
+    return ProviderError(
+        f"{provider} streamed its answer as choice {index!r} and never as choice 0, "
+        "the one blazen follows (a request asks for one answer): nothing of it was read",
+        provider=provider,
+        error_type="malformed_payload",
+    )

@@ -16,11 +16,11 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._stream import StreamState
+from .._kit import StreamState
 from .._types import ChatMessage, ReasoningPart
 from ..errors import ValidationError
 
-__all__ = ["WIRE", "add_details", "flush_details", "sent_back"]
+__all__ = ["WIRE", "Details", "sent_back"]
 
 #: What ReasoningPart.provider says of the parts these entries make.
 WIRE = "openrouter"
@@ -28,46 +28,58 @@ WIRE = "openrouter"
 _GROWING = ("text", "summary")
 
 
-def add_details(state: StreamState, details: Any) -> None:
-    """Merge one payload's ``reasoning_details`` pieces into the entries kept so far."""
-    if not isinstance(details, list):
-        return  # not the documented shape: nothing to keep rather than a broken turn
-    pending: dict[Any, dict[str, Any]] = state.scratch.setdefault("details", {})
-    for piece in details:
-        if not isinstance(piece, Mapping):
-            continue
-        key = piece.get("index")
-        if not isinstance(key, (int, str)):
-            key = len(pending)  # no usable index: an entry of its own
-        entry = pending.get(key)
-        if entry is None:
-            pending[key] = dict(piece)
-            continue
-        for name, value in piece.items():
-            if name in _GROWING and isinstance(value, str) and isinstance(entry.get(name), str):
-                entry[name] += value
-            elif value is not None and value != "":
-                entry[name] = value
+class Details:
+    """The ``reasoning_details`` entries of one answer, merged piece by piece until its end."""
 
+    __slots__ = ("pending",)
 
-def flush_details(state: StreamState) -> None:
-    """Turn the merged entries into reasoning parts, in index order (at the end of the answer)."""
-    pending: dict[Any, dict[str, Any]] = state.scratch.pop("details", None) or {}
-    for entry in pending.values():  # in the order the entries began, which is index order
-        data = json.dumps(entry, ensure_ascii=False)
-        if entry.get("type") == "reasoning.encrypted":
-            state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
-            continue
-        text = entry.get("text") or entry.get("summary") or ""
-        signature = entry.get("signature")
-        state.add_reasoning_part(
-            ReasoningPart(
-                text=text if isinstance(text, str) else "",
-                signature=signature if isinstance(signature, str) and signature else None,
-                data=data,
-                provider=WIRE,
+    def __init__(self) -> None:
+        #: Entries by their ``index``, in the order they began (which is index order).
+        self.pending: dict[Any, dict[str, Any]] = {}
+
+    def add(self, details: Any) -> None:
+        """Merge one payload's ``reasoning_details`` pieces into the entries kept so far."""
+        if not isinstance(details, list):
+            return  # not the documented shape: nothing to keep rather than a broken turn
+        pending = self.pending
+        for piece in details:
+            if not isinstance(piece, Mapping):
+                continue
+            key = piece.get("index")
+            if not isinstance(key, (int, str)):
+                key = len(pending)  # no usable index: an entry of its own
+            entry = pending.get(key)
+            if entry is None:
+                pending[key] = dict(piece)
+                continue
+            for name, value in piece.items():
+                if (
+                    name in _GROWING
+                    and isinstance(value, str)
+                    and isinstance(entry.get(name), str)
+                ):
+                    entry[name] += value
+                elif value is not None and value != "":
+                    entry[name] = value
+
+    def flush(self, state: StreamState) -> None:
+        """Turn the merged entries into reasoning parts on ``state`` (at the end of the answer)."""
+        pending, self.pending = self.pending, {}
+        for entry in pending.values():
+            data = json.dumps(entry, ensure_ascii=False)
+            if entry.get("type") == "reasoning.encrypted":
+                state.add_reasoning_part(ReasoningPart(kind="redacted", data=data, provider=WIRE))
+                continue
+            text = entry.get("text") or entry.get("summary") or ""
+            signature = entry.get("signature")
+            state.add_reasoning_part(
+                ReasoningPart(
+                    text=text if isinstance(text, str) else "",
+                    signature=signature if isinstance(signature, str) and signature else None,
+                    data=data,
+                    provider=WIRE,
+                )
             )
-        )
 
 
 def sent_back(message: ChatMessage) -> list[Any]:

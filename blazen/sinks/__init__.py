@@ -7,7 +7,7 @@ req, sink)``, ``complete_async``, ``start``, ``agent.run(..., sink=sink)``). Her
 - :func:`tee` fans one stream out to several sinks, in order;
 - :class:`QueueSink` puts ``(kind, args)`` on a queue: the hand-off to another thread;
 - :class:`JsonlSink` writes a durable transcript, read back by :func:`read_jsonl`;
-- :class:`RedisStreamSink` appends to a Redis Stream (extra ``blazen[redis]``), which
+- :class:`RedisStreamSink` appends to a Redis Stream (extra ``blazen-stream[redis]``), which
   :func:`follow` reads from any process, resuming by event id, and :func:`sse_lines`
   serves to a browser as ``text/event-stream``.
 

@@ -9,7 +9,7 @@ import ssl
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 import attrs
@@ -62,7 +62,8 @@ class StreamServer:
     """A threaded HTTP/1.1 server on 127.0.0.1 that replays scripted :class:`Reply` values.
 
     Replies are served in order, one per request; when none are left the server answers
-    ``default`` if given, else 500. Connections are kept alive between requests, as real
+    ``respond(request)`` if given (a reply made from what was asked), else ``default`` if
+    given, else 500. Connections are kept alive between requests, as real
     providers do. Use it as a context manager, or call :meth:`start` and :meth:`stop`.
     """
 
@@ -71,11 +72,13 @@ class StreamServer:
         replies: Iterable[Reply] = (),
         *,
         default: Optional[Reply] = None,
+        respond: Optional[Callable[[RecordedRequest], Reply]] = None,
         host: str = "127.0.0.1",
         ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         self._replies: deque[Reply] = deque(replies)
         self._default = default
+        self._respond = respond
         self._host = host
         self._ssl = ssl_context
         self._lock = threading.Lock()
@@ -203,7 +206,13 @@ class StreamServer:
                 with self._lock:
                     self.requests.append(request)
                     record.requests += 1
-                    reply = self._replies.popleft() if self._replies else self._default
+                    reply = self._replies.popleft() if self._replies else None
+                if reply is None and self._respond is not None:
+                    # Outside the lock: a responder may take its time without holding up
+                    # the other connections' bookkeeping.
+                    reply = self._respond(request)
+                if reply is None:
+                    reply = self._default
                 if reply is None:
                     reply = Reply.json({"error": {"message": "no scripted reply left"}}, status=500)
                 if not self._send(conn, reply):

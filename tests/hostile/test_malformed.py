@@ -249,7 +249,7 @@ def test_tool_call_snapshots_cost_linear_memory_even_when_every_chunk_is_kept():
     """
     import tracemalloc
 
-    from blazen._stream import StreamState
+    from blazen._kit import StreamState
 
     n = 20_000
     state = StreamState()
@@ -277,7 +277,7 @@ def test_tool_call_snapshots_cost_linear_memory_even_when_every_chunk_is_kept():
 
 def test_a_call_taken_up_again_after_others_started_keeps_every_snapshot_right():
     """Interleaved fragments (calls 0, 1, 2, then 0 again): old snapshots do not change."""
-    from blazen._stream import StreamState
+    from blazen._kit import StreamState
 
     state = StreamState()
     seen = []

@@ -1,6 +1,10 @@
 """The stream state every wire format folds its payloads into. No I/O.
 
-A wire format's ``fold`` reads one payload and calls :meth:`StreamState.tool_delta` for each
+It holds what every provider's answer has (text, reasoning, tool calls, finish reason,
+usage); what one wire needs between payloads (Anthropic's open blocks, Gemini's thought
+run) lives on that wire's own fold object (:class:`~.wire.Fold`), typed, never here.
+
+A fold reads one payload and calls :meth:`StreamState.tool_delta` for each
 tool-call fragment, then :meth:`StreamState.emit` with the text and reasoning deltas; ``emit``
 returns the chunk to deliver (or None when the payload changed nothing a user can see).
 Tool calls are assembled here once for every provider: ``id``, ``name`` and ``type`` are set
@@ -10,7 +14,7 @@ once and never concatenated, only ``arguments`` fragments are appended.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional, Union
+from typing import Optional, Union
 
 from .._types import (
     ArgumentFragments,
@@ -109,7 +113,6 @@ class StreamState:
         "model",
         "raw_finish_reason",
         "response_id",
-        "scratch",
         "stop_details",
         "usage",
     )
@@ -149,8 +152,6 @@ class StreamState:
         self.model: Optional[str] = None
         #: The provider's id of this answer (``chatcmpl-...``, ``msg_...``), if it gave one.
         self.response_id: Optional[str] = None
-        #: Per-stream notes a wire format keeps between payloads (Anthropic's block types).
-        self.scratch: dict[str, Any] = {}
 
     # -- folding -----------------------------------------------------------------------
 
