@@ -14,9 +14,15 @@ from .._types import CompletionResponse
 __all__ = ["priced"]
 
 
-def priced(response: CompletionResponse, provider: str, model: str) -> CompletionResponse:
-    """``response`` with its usage priced as ``provider``'s model (no usage: unchanged)."""
+def priced(
+    response: CompletionResponse, provider: str, model: str, *, batch: bool = False
+) -> CompletionResponse:
+    """``response`` with its usage priced as ``provider``'s model (no usage: unchanged).
+
+    ``batch`` prices it at the provider's batch rates (an answer of a provider batch).
+    """
     usage = response.usage
     if usage is None:
         return response
-    return attrs.evolve(response, usage=usage.priced_as(provider, response.model or model))
+    priced_usage = usage.priced_as(provider, response.model or model, batch=batch)
+    return attrs.evolve(response, usage=priced_usage)
