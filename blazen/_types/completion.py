@@ -56,6 +56,9 @@ class CompletionRequest:
     #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``); a
     #: class given here directly becomes its :class:`OutputSpec`.
     output: Optional[OutputSpec] = attrs.field(default=None, converter=_output)
+    #: The answer this one continues, by its ``CompletionResponse.id``, on a server that
+    #: kept it (the Responses API with ``store=True``); other wires refuse it.
+    previous_response_id: Optional[str] = None
 
 
 def _count(value: Any) -> int:

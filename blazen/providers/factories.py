@@ -84,6 +84,8 @@ class Providers:
         Extra options: ``stream_usage`` (True) asks for usage in the stream;
         ``max_tokens_field`` (``"max_completion_tokens"``, which reasoning models require)
         may be ``"max_tokens"`` for a server at ``base_url`` that only knows that name.
+        ``api="responses"`` speaks the Responses API instead (``store`` and
+        ``encrypted_reasoning`` are then its options; see the providers docs).
         """
         return preset("openai", api_key, model, base_url, options)
 
@@ -99,7 +101,8 @@ class Providers:
 
         An empty ``api_key`` reads ``<PROVIDER_NAME>_API_KEY``; no key at all sends no
         ``Authorization`` header, as local servers expect. Set ``stream_usage=False`` for
-        servers that reject ``stream_options``.
+        servers that reject ``stream_options``; ``api="responses"`` for a server that
+        answers OpenAI's Responses API at ``{base_url}/responses``.
         """
         if not isinstance(provider_name, str) or not provider_name:
             msg = "provider_name must be a non-empty string such as 'vllm'"
@@ -126,7 +129,8 @@ class Providers:
         ``model`` is the *deployment* name; ``base_url`` the resource endpoint
         (``https://<resource>.openai.azure.com``, else ``AZURE_OPENAI_ENDPOINT``). Extra
         options: ``api_version`` (else ``OPENAI_API_VERSION``, else ``2024-10-21``) and
-        ``stream_usage``.
+        ``stream_usage``; ``api="responses"`` uses Azure's v1 Responses API
+        (``{endpoint}/openai/v1/responses``, the deployment as the model).
         """
         info = _row("azure")
         key = resolve_key("azure", api_key, info.key_env, required=True)
@@ -153,6 +157,8 @@ class Providers:
             base_url=base,
             options=options,
             url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
+            # The Responses API lives in Azure's v1 API, which takes no api-version.
+            responses_url=f"{base}/openai/v1/responses",
             auth_header="api-key",
             max_tokens_field=info.max_tokens_field,
             embedding_model=info.embedding_model,
