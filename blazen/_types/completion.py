@@ -273,6 +273,9 @@ class CompletionResponse:
     #: (server tool blocks, cited text): sent back by :attr:`message` (see
     #: :class:`ProviderItem`).
     provider_items: tuple[ProviderItem, ...] = ()
+    #: The provider that answered ("openai", "anthropic"...): with a fallback, the member
+    #: that did. Set by blazen where the response is assembled; not compared.
+    provider: Optional[str] = attrs.field(default=None, eq=False)
 
     @property
     def message(self) -> ChatMessage:
