@@ -274,6 +274,7 @@ class Llm:
         output: Optional[type] = None,
         reasoning_display: Optional[str] = None,
         max_continuations: Optional[int] = None,
+        previous_response_id: Optional[str] = None,
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
 
@@ -305,6 +306,11 @@ class Llm:
         that is not one raises :class:`~blazen.OutputValidationError` (a refusal,
         :class:`~blazen.RefusalError`). It cannot be combined with ``response_format`` or
         with a ``tool_choice`` that forces a tool.
+
+        ``previous_response_id`` (a ``CompletionResponse.id``) continues an answer the
+        server kept: only the Responses API with ``store=True`` has one to continue
+        (``Providers.openai(api="responses", store=True)``); ``messages`` then hold only
+        what is new. Other wires refuse it before sending.
         """
         if isinstance(messages, (str, ChatMessage)) or not isinstance(messages, Sequence):
             msg = "messages must be a list of Llm.system/user/assistant/tool_result messages"
@@ -356,7 +362,11 @@ class Llm:
                 msg = "response_format must be a dict such as {'type': 'json_object'}"
                 raise TypeError(msg)
             response_format = json_copy(response_format, "response_format")
-        for name, value in (("model", model), ("system", system)):
+        for name, value in (
+            ("model", model),
+            ("system", system),
+            ("previous_response_id", previous_response_id),
+        ):
             if value is not None and not isinstance(value, str):
                 msg = f"{name} must be a string, got {type(value).__name__}"
                 raise TypeError(msg)
@@ -396,6 +406,7 @@ class Llm:
             reasoning_display=reasoning_display,
             max_continuations=max_continuations,
             output=spec,
+            previous_response_id=previous_response_id,
         )
 
 

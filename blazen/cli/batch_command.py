@@ -51,6 +51,11 @@ def add_parser(sub: Any) -> None:
     cmd.add_argument("--provider", help="a Providers factory (openai, anthropic, ...)")
     cmd.add_argument("--model", help="the model id (default: the provider's default)")
     cmd.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    cmd.add_argument(
+        "--api",
+        choices=("chat", "responses"),
+        help="OpenAI-format providers: chat completions (default) or the Responses API",
+    )
     cmd.add_argument("--system", help="a system prompt for every item")
     cmd.add_argument("--max-tokens", type=int, help="for every item")
     cmd.add_argument("--temperature", type=float, help="for every item")

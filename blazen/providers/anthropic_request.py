@@ -22,7 +22,14 @@ from .._types import (
     ServerTool,
 )
 from ..errors import UnsupportedError, ValidationError
-from .base import call_arguments, check_effort, image_source, reasoning_refused, system_text
+from .base import (
+    call_arguments,
+    check_effort,
+    image_source,
+    reasoning_refused,
+    refuse_previous_response,
+    system_text,
+)
 from .capabilities import check_attachment
 
 __all__ = ["MIN_THINKING_BUDGET", "SERVER_TOOLS", "WIRE", "RequestBuilder"]
@@ -250,6 +257,7 @@ class RequestBuilder:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         if req.response_format is not None:
             raise UnsupportedError(
                 f"{self.provider} has no response_format; pass output= (a typed answer) or "

@@ -91,6 +91,17 @@ WIRES: dict[str, Capabilities] = {
         caching="automatic (`cached_tokens` reported)",
         typed_output="`generationConfig.responseJsonSchema`",
     ),
+    # https://platform.openai.com/docs/guides/pdf-files: the Responses API takes PDFs as
+    # input_file, base64 file_data or a file_url; it documents no audio input.
+    "responses": Capabilities(
+        reasoning_effort="`reasoning.effort` (summaries on)",
+        reasoning_budget=None,
+        documents=("application/pdf",),
+        document_urls=("application/pdf",),
+        documents_as="PDF as an `input_file` (base64 or URL)",
+        caching="automatic (`cached_tokens` reported)",
+        typed_output="`text.format` (`json_schema`)",
+    ),
     # Ollama's /api/chat takes text and base64 images only (no documents, audio or video).
     "ollama": Capabilities(
         reasoning_effort="`think`",

@@ -7,7 +7,7 @@ import os
 from typing import Any, Callable, Optional
 
 from .._kit import EmbeddingWire, WireFormat
-from .._stream import ChatModel, ModelOptions, Recipe
+from .._stream import ChatModel, Fallback, ModelOptions, Recipe, SwitchOn
 from ..errors import ValidationError
 from .build import (
     check_url,
@@ -84,6 +84,8 @@ class Providers:
         Extra options: ``stream_usage`` (True) asks for usage in the stream;
         ``max_tokens_field`` (``"max_completion_tokens"``, which reasoning models require)
         may be ``"max_tokens"`` for a server at ``base_url`` that only knows that name.
+        ``api="responses"`` speaks the Responses API instead (``store`` and
+        ``encrypted_reasoning`` are then its options; see the providers docs).
         """
         return preset("openai", api_key, model, base_url, options)
 
@@ -99,7 +101,8 @@ class Providers:
 
         An empty ``api_key`` reads ``<PROVIDER_NAME>_API_KEY``; no key at all sends no
         ``Authorization`` header, as local servers expect. Set ``stream_usage=False`` for
-        servers that reject ``stream_options``.
+        servers that reject ``stream_options``; ``api="responses"`` for a server that
+        answers OpenAI's Responses API at ``{base_url}/responses``.
         """
         if not isinstance(provider_name, str) or not provider_name:
             msg = "provider_name must be a non-empty string such as 'vllm'"
@@ -126,7 +129,8 @@ class Providers:
         ``model`` is the *deployment* name; ``base_url`` the resource endpoint
         (``https://<resource>.openai.azure.com``, else ``AZURE_OPENAI_ENDPOINT``). Extra
         options: ``api_version`` (else ``OPENAI_API_VERSION``, else ``2024-10-21``) and
-        ``stream_usage``.
+        ``stream_usage``; ``api="responses"`` uses Azure's v1 Responses API
+        (``{endpoint}/openai/v1/responses``, the deployment as the model).
         """
         info = _row("azure")
         key = resolve_key("azure", api_key, info.key_env, required=True)
@@ -153,6 +157,8 @@ class Providers:
             base_url=base,
             options=options,
             url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
+            # The Responses API lives in Azure's v1 API, which takes no api-version.
+            responses_url=f"{base}/openai/v1/responses",
             auth_header="api-key",
             max_tokens_field=info.max_tokens_field,
             embedding_model=info.embedding_model,
@@ -257,6 +263,31 @@ class Providers:
                 base_url=base, api_key=key, model=name, headers=opts.headers
             ),
         )
+
+    # A classmethod, not a factory of the registry: it builds nothing of its own.
+    @classmethod
+    def fallback(
+        cls,
+        primary: ChatModel,
+        *others: ChatModel,
+        on: Optional[SwitchOn] = None,
+        timeout: Optional[float] = None,
+    ) -> ChatModel:
+        """A model that starts the same request on the next model when one fails first.
+
+        It moves on only before the first chunk reaches a callback (a chunk shown twice
+        would duplicate text), and only for the failures ``on`` names: by default rate
+        limits, overloads, connection failures, connect and read timeouts, and 5xx
+        answers, after that model's own retries (``max_retries=0`` on a member moves on at
+        once). ``on`` may be error classes or a function of the error. ``timeout`` bounds
+        the whole chain. ``resp.provider`` and ``resp.model`` say who answered; when every
+        model fails, the one error names each attempt (``err.attempts``). Example::
+
+            model = Providers.fallback(
+                Providers.openai(max_retries=0), Providers.anthropic(), Providers.gemini()
+            )
+        """
+        return Fallback((primary, *others), on=on, timeout=timeout)
 
     # -- OpenAI-compatible services: a row of the registry each ----------------------------
 

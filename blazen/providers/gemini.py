@@ -47,6 +47,7 @@ from .base import (
     check_effort,
     image_source,
     reasoning_refused,
+    refuse_previous_response,
     system_text,
     tool_names,
 )
@@ -224,6 +225,7 @@ class GeminiWire:
 
     def body(self, req: CompletionRequest) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {"contents": self.contents(req)}
         system = system_text(req)
         if system:

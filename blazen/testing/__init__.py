@@ -29,7 +29,7 @@ from .batches import BatchFailure, BatchServer
 from .recorder import Recorder
 from .replies import Action, Drop, Pause, Reply, Stall
 from .server import ConnectionRecord, RecordedRequest, StreamServer
-from .wire import openai_sse, openai_tool_sse, split_bytes, sse, sse_event
+from .wire import openai_sse, openai_tool_sse, responses_sse, split_bytes, sse, sse_event
 
 __all__ = [
     "Action",
@@ -45,6 +45,7 @@ __all__ = [
     "StreamServer",
     "openai_sse",
     "openai_tool_sse",
+    "responses_sse",
     "split_bytes",
     "sse",
     "sse_event",
