@@ -1,6 +1,7 @@
 """Run every scenario against every installed client and write the results.
 
-``python -m benchmarks`` (from the repository root, with ``pip install -e '.[bench]'``)
+``python -m benchmarks`` (from the repository root, after
+``pip install -e '.[bench]' -c benchmarks/constraints.txt``)
 starts the benchmark server and one runner process per client, interleaves the repeats of
 every client so that noise from the machine spreads evenly over all of them, and writes
 ``results.json``, ``results.md`` and ``chart.png`` into ``benchmarks/results/``.

@@ -252,3 +252,33 @@ def test_a_whole_failed_response_is_its_typed_error():
         pytest.raises(blazen.RateLimitError, match="Rate limit reached"),
     ):
         responses_model(server).complete(REQ)
+
+
+# -- the other ways of running a stream --------------------------------------------------
+
+
+def test_a_pull_stream_yields_the_same_chunks_and_response():
+    """Streaming.stream on the Responses wire: the chunks in a loop, then the response."""
+    with StreamServer([Reply.sse(fixture_bytes("responses", "reasoning_tool_call.sse"))]) as s:
+        with blazen.Streaming.stream(responses_model(s), REQ) as chunks:
+            seen = list(chunks)
+        resp = chunks.response
+    assert seen[-1].is_final and resp.tool_calls[0].id == "call_wx01"
+    assert "".join(c.reasoning_delta or "" for c in seen) == resp.reasoning
+
+
+def test_a_batch_run_reads_every_item_from_the_responses_wire(tmp_path):
+    """blazen.batch.run with a Responses model: each item's text and usage in the file."""
+    from blazen import batch
+
+    replies = [Reply.sse(fixture_bytes("responses", "text.sse")) for _ in range(3)]
+    with StreamServer(replies) as server:
+        items = [(f"q{i}", REQ) for i in range(3)]
+        out = tmp_path / "r.jsonl"
+        report = batch.run(responses_model(server), items, concurrency=2, out=out)
+    records = sorted(batch.read(out), key=lambda r: r["id"])
+    assert (
+        report.ok == 3
+        and [r["text"] for r in records] == ["Why did the scarecrow win an award?"] * 3
+    )
+    assert records[0]["usage"]["cached_tokens"] == 8
