@@ -21,11 +21,16 @@ __all__ = ["CHARS_PER_TOKEN", "priced", "usage_so_far"]
 CHARS_PER_TOKEN = 4
 
 
-def priced(response: CompletionResponse, provider: str, model: str) -> CompletionResponse:
-    """``response`` naming ``provider``, its usage priced as ``provider``'s model."""
+def priced(
+    response: CompletionResponse, provider: str, model: str, *, batch: bool = False
+) -> CompletionResponse:
+    """``response`` naming ``provider``, its usage priced as ``provider``'s model.
+
+    ``batch`` prices it at the provider's batch rates (an answer of a provider batch).
+    """
     usage = response.usage
     if usage is not None:
-        usage = usage.priced_as(provider, response.model or model)
+        usage = usage.priced_as(provider, response.model or model, batch=batch)
     return attrs.evolve(response, usage=usage, provider=provider)
 
 
