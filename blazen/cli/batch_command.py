@@ -50,6 +50,14 @@ def add_parser(sub: Any) -> None:
     cmd.add_argument("--concurrency", type=int, default=32, help="items at once (default 32)")
     cmd.add_argument("--provider", help="a Providers factory (openai, anthropic, ...)")
     cmd.add_argument("--model", help="the model id (default: the provider's default)")
+    cmd.add_argument(
+        "--fallback",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Providers factory to try next when the model fails before its first chunk; "
+        "repeat for a longer chain",
+    )
     cmd.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
     cmd.add_argument(
         "--api",
