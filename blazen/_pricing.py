@@ -54,8 +54,13 @@ def price(usage: TokenUsage) -> Optional[Decimal]:
     if usage.reasoning_tokens and usage.reasoning_tokens <= usage.completion_tokens:
         counts["output_reasoning_tokens"] = usage.reasoning_tokens
     provider = PRICE_PROVIDERS.get(usage.provider, usage.provider)
+    # Batch answers are billed at the table's batch rates ("processing": "batch"); a
+    # version of the table without price contexts cannot price them: None, not a guess.
+    extra = {"price_context": {"processing": "batch"}} if usage.batch else {}
     try:
-        result = calc_price(make_usage(**counts), usage.model, provider_id=provider)
+        result = calc_price(make_usage(**counts), usage.model, provider_id=provider, **extra)
+    except TypeError:
+        return None
     except (LookupError, ValueError):
         # An unknown provider or model (LookupError), or counts the table cannot split
         # (ValueError: more cached tokens than input tokens): no price rather than a guess.

@@ -86,6 +86,8 @@ class BlazenError(Exception):
     kind = "error"
     #: Whether the same request may succeed if sent again (used by the retry policy).
     retryable = False
+    #: A fallback's failure: the error of each model it tried, in order (this one last).
+    attempts: tuple[BlazenError, ...] = ()
 
     def __init__(
         self,

@@ -446,3 +446,23 @@ def test_the_command_line_sends_a_provider_batch_and_a_rerun_collects_it(
     assert "blazen batch (anthropic): sent batch msgbatch_" in err
     assert "3 ok, 0 failed" in err and KEY not in err
     assert sorted(records(out)) == ["p0", "p1", "p2"]
+
+
+def test_answers_of_a_provider_batch_are_priced_at_its_batch_rates(tmp_path: Path):
+    """usage.cost of a provider batch answer is the table's batch price, half the streamed one."""
+    genai_prices = pytest.importorskip("genai_prices")
+    seen: list[batch.BatchResult] = []
+    with BatchServer() as server:
+        model = model_for("anthropic", server, model="claude-sonnet-4-6")
+        run(model, items(1), tmp_path / "out.jsonl", on_result=seen.append)
+    (result,) = seen
+    assert result.response is not None and result.response.usage is not None
+    usage = result.response.usage
+    assert usage.batch and usage.model == "claude-sonnet-4-6"
+    standard = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=10, output_tokens=5),
+        "claude-sonnet-4-6",
+        provider_id="anthropic",
+    ).total_price
+    assert usage.cost is not None and usage.cost == standard / 2
+    assert usage.priced_as("anthropic", "claude-sonnet-4-6").cost == standard

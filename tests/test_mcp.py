@@ -285,6 +285,25 @@ def test_an_http_session_sends_its_headers_and_never_shows_them(http_url):
         assert session.call("add", {"a": 1, "b": 2}).text == "3"
 
 
+def test_closing_a_legacy_http_session_ends_it_on_the_server(http_url):
+    """With the initialize handshake the server keeps a session; closing ends it (DELETE)."""
+    with mcp.http(http_url, protocol="legacy") as watcher:
+        held = int(watcher.call("sessions", {}).text)
+        assert held >= 1
+        with mcp.http(http_url, protocol="legacy") as other:
+            assert int(other.call("sessions", {}).text) == held + 1
+        deadline = time.monotonic() + 10
+        while int(watcher.call("sessions", {}).text) != held and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert int(watcher.call("sessions", {}).text) == held
+
+
+def test_the_2026_protocol_over_http_keeps_no_session_to_end(http_server):
+    """The default connect speaks 2026-07-28, which is stateless: the server holds none."""
+    assert http_server.span_attributes["mcp.protocol.version"] >= "2026"
+    assert http_server.call("sessions", {}).text == "0"
+
+
 def test_bad_arguments_are_refused_before_anything_starts():
     """A string command or a bad URL or timeout is a programming error, at once."""
     with pytest.raises(TypeError):
@@ -435,3 +454,33 @@ def test_streaming_is_untouched_by_an_open_session(server, model, stdio_server):
     resp = Streaming.complete(model, blazen.Llm.completion_request([blazen.Llm.user("x")]))
     assert resp is not None and resp.content == "hi"
     assert json.loads(json.dumps(stdio_server.span_attributes))["network.transport"] == "pipe"
+
+
+def test_run_async_calls_mcp_tools_and_a_cancelled_task_cancels_the_call(
+    server, model, session, tmp_path
+):
+    """Under run_async, MCP tools answer; cancelling the task cancels the call in flight."""
+    import asyncio
+
+    marker = tmp_path / "cancelled"
+    server.add(
+        tools_turn(("c1", "add", {"a": 1, "b": 2})),
+        text_turn("3"),
+        tools_turn(("c2", "stall", {"seconds": 30, "marker": str(marker)})),
+    )
+    agent = Agent(model, tools=session.tools())
+
+    async def main() -> tuple[Any, list[blazen.BlazenError]]:
+        first = await agent.run_async("1+2?")
+        errors: list[blazen.BlazenError] = []
+        task = asyncio.ensure_future(agent.run_async("stall", on_error=errors.append))
+        await asyncio.sleep(1.0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return first, errors
+
+    first, errors = asyncio.run(main())
+    assert first.text == "3" and first.tool_results[0].content == "3"
+    assert isinstance(errors[0], blazen.CancelledError)
+    assert wait_for_text(marker) == "cancelled"

@@ -447,3 +447,19 @@ def test_an_sdk_that_raises_changes_nothing_of_agent_or_workflow_runs(otel, serv
         )
 
     assert wf.run().result == 1
+
+
+def test_a_fallbacks_span_records_each_hop_and_who_answered(otel):
+    """Primary 429, secondary answers: one span, a blazen.fallback event, the answering provider."""
+    with StreamServer([Reply.json({"error": {"message": "slow"}}, status=429)]) as first:
+        primary = blazen.Providers.openai(api_key="k", base_url=first.base_url, max_retries=0)
+        with StreamServer([text_turn("Hi")]) as second:
+            secondary = blazen.Providers.groq(api_key="k", base_url=second.base_url)
+            fb = blazen.Providers.fallback(primary, secondary)
+            Streaming.complete(fb, Llm.completion_request([Llm.user("hi")]))
+    (span,) = otel.spans()
+    hops = [e for e in span.events if e.name == "blazen.fallback"]
+    assert [(e.attributes["blazen.fallback.provider"], e.attributes["error.type"]) for e in hops] == [
+        ("openai", "RateLimitError")
+    ]
+    assert dict(span.attributes or {})["gen_ai.provider.name"] == "groq"

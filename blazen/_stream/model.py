@@ -110,6 +110,20 @@ class ChatModel:
         return self.wire.provider
 
     @property
+    def chain(self) -> tuple[ChatModel, ...]:
+        """The models a stream on this model tries, in order: this one (a fallback: more)."""
+        return (self,)
+
+    def switches(self, err: BlazenError) -> bool:
+        """Whether a stream moves on to the next model of :attr:`chain` after ``err``."""
+        return False
+
+    @property
+    def masks(self) -> tuple[tuple[str, str], ...]:
+        """What :meth:`redact` replaces: (secret, shown instead) pairs."""
+        return self._masks
+
+    @property
     def options(self) -> ModelOptions:
         """The options this model was built with."""
         return self._options
@@ -228,6 +242,10 @@ class ChatModel:
         result = getattr(err, "result", None)
         if result is not None and self._mentions_secret(result):
             setattr(err, "result", self._masked(result))  # noqa: B010 (AgentError only)
+        # A fallback's error holds the error of each model it tried.
+        for attempt in err.attempts:
+            if attempt is not err:
+                self.scrub(attempt)
         # Every exception reachable through __cause__ and __context__, both branches.
         stack: list[BaseException] = [err]
         seen: set[int] = set()

@@ -18,7 +18,7 @@ import queue
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._http import (
     Abort,
@@ -33,7 +33,7 @@ from .._http import (
 from .._kit import SHAPE_ERRORS, StreamState, error_from_body, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
-from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
+from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
 from .usage import priced
 
@@ -232,23 +232,61 @@ class Run:
     def _attempts(self) -> None:
         if self.abort.aborted:
             return  # ended before the worker ran (a task cancelled at once): send nothing
+        chain = self.model.chain
+        if len(chain) == 1:
+            err = self._member_attempts()
+            if err is not None:
+                self.post(Failed(err))
+            return
+        # A fallback: each member in turn, while nothing has reached the caller and the
+        # failure is one the chain moves on for (fallback.switches); one terminal in all.
+        fallback = self.model
+        tried: list[tuple[ChatModel, BlazenError]] = []
+        for member in chain:
+            self.model = member
+            err = self._member_attempts()
+            if err is None or self.abort.aborted:
+                return
+            tried.append((member, err))
+            if self.delivered or member is chain[-1] or not fallback.switches(err):
+                break
+            logger.info(
+                "fallback: %s (%s) failed before any chunk (%s); trying %s",
+                member.provider,
+                member.model,
+                member.redact(f"{type(err).__name__}: {err.message}"),
+                chain[len(tried)].provider,
+            )
+            self.post(Switched(member.provider, member.model, err))
+        last = tried[-1][1]
+        if len(tried) > 1:
+            last.message = (
+                f"the fallback tried {len(tried)} models and none answered: "
+                f"{_describe(tried)}"
+            )
+            last.args = (last.message,)
+        last.attempts = tuple(e for _, e in tried)
+        self.post(Failed(last))
+
+    def _member_attempts(self) -> Optional[BlazenError]:
+        """Send the request to :attr:`model` with its retries: None if it ended (answered or
+        aborted), else the error to report."""
         model = self.model
         opts = model.options
         try:
             http = model.wire.build(self.req, stream=self.stream)
         except BlazenError as build_error:
-            self.post(Failed(build_error))
-            return
+            return build_error
         attempt = 0
         while True:
             self.state = StreamState()
             try:
                 with model.transport.slot(self.abort, self._queued):
                     self._attempt(http)
-                return
+                return None
             except Exception as exc:
                 if self.abort.aborted:
-                    return  # the caller decided how this stream ends
+                    return None  # the caller decided how this stream ends
                 err = map_exception(
                     exc,
                     provider=model.provider,
@@ -271,7 +309,7 @@ class Run:
                     )
                     self.post(PROGRESS)
                     if self.abort.event.wait(delay):
-                        return
+                        return None
                     continue
             if err.retry_after is not None and err.retry_after > opts.retry_after_cap:
                 err.message += (
@@ -280,8 +318,7 @@ class Run:
                 )
             err.partial = self.state.text
             err.partial_reasoning = self.state.reasoning
-            self.post(Failed(err))
-            return
+            return err
 
     def _attempt(self, http: HttpRequest) -> None:
         model = self.model
@@ -431,6 +468,11 @@ class Run:
 _EXIT_POLL = 0.05
 #: How long an aborted worker that has not begun is waited for before it is left to itself.
 _UNBEGUN_WAIT = 0.1
+
+
+def _describe(tried: list[tuple[ChatModel, BlazenError]]) -> str:
+    """One line naming each attempt: ``openai (gpt-4o): RateLimitError: ...; ...``."""
+    return "; ".join(f"{m.provider} ({m.model}): {type(e).__name__}: {e.message}" for m, e in tried)
 
 
 def _thread_alive(thread: threading.Thread) -> bool:

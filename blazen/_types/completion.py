@@ -109,6 +109,9 @@ class TokenUsage:
     #: is assembled: the provider's name, the model the server said answered). Not compared.
     provider: Optional[str] = attrs.field(default=None, converter=_name, eq=False, repr=False)
     model: Optional[str] = attrs.field(default=None, converter=_name, eq=False, repr=False)
+    #: Billed at the provider's batch rates (an answer of ``batch.run(via="provider")``,
+    #: about half the price). Not compared.
+    batch: bool = attrs.field(default=False, eq=False, repr=False)
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         """The counts of two completions added, each by each (an agent run's total).
@@ -117,13 +120,18 @@ class TokenUsage:
         """
         if not isinstance(other, TokenUsage):
             return NotImplemented
-        same = (self.provider, self.model) == (other.provider, other.model)
+        same = (self.provider, self.model, self.batch) == (
+            other.provider,
+            other.model,
+            other.batch,
+        )
         return TokenUsage(
             **{a.name: getattr(self, a.name) + getattr(other, a.name) for a in _COUNTS},
             partial=self.partial or other.partial,
             estimated=self.estimated or other.estimated,
             provider=self.provider if same else None,
             model=self.model if same else None,
+            batch=self.batch and other.batch,
         )
 
     def __repr__(self) -> str:
@@ -132,9 +140,11 @@ class TokenUsage:
         shown += [f"{flag}=True" for flag in ("partial", "estimated") if getattr(self, flag)]
         return f"TokenUsage({', '.join(shown)})"
 
-    def priced_as(self, provider: Optional[str], model: Optional[str]) -> TokenUsage:
-        """These counts, priced as ``model`` of ``provider``."""
-        return attrs.evolve(self, provider=provider, model=model)
+    def priced_as(
+        self, provider: Optional[str], model: Optional[str], *, batch: bool = False
+    ) -> TokenUsage:
+        """These counts, priced as ``model`` of ``provider`` (at its batch rates if ``batch``)."""
+        return attrs.evolve(self, provider=provider, model=model, batch=batch)
 
     @property
     def cost(self) -> Optional[Decimal]:
@@ -143,7 +153,8 @@ class TokenUsage:
         Priced by :attr:`provider` and :attr:`model` (the names, not the URL: a model reached
         through a proxy or a test server is priced as itself) from the ``genai-prices``
         table (``pip install 'blazen-stream[prices]'``), with cached, cache-write and reasoning
-        tokens at the provider's own rates. None without the package, for a model or
+        tokens at the provider's own rates (its batch rates for :attr:`batch` counts, which
+        need genai-prices 0.2 or later). None without the package, for a model or
         provider it does not know (a local server), or for counts it cannot price: never
         a guess. Computed when read, so a stream that never asks pays nothing.
         """
@@ -262,6 +273,9 @@ class CompletionResponse:
     #: (server tool blocks, cited text): sent back by :attr:`message` (see
     #: :class:`ProviderItem`).
     provider_items: tuple[ProviderItem, ...] = ()
+    #: The provider that answered ("openai", "anthropic"...): with a fallback, the member
+    #: that did. Set by blazen where the response is assembled; not compared.
+    provider: Optional[str] = attrs.field(default=None, eq=False)
 
     @property
     def message(self) -> ChatMessage:

@@ -7,7 +7,7 @@ import os
 from typing import Any, Callable, Optional
 
 from .._kit import EmbeddingWire, WireFormat
-from .._stream import ChatModel, ModelOptions, Recipe
+from .._stream import ChatModel, Fallback, ModelOptions, Recipe, SwitchOn
 from ..errors import ValidationError
 from .build import (
     check_url,
@@ -263,6 +263,31 @@ class Providers:
                 base_url=base, api_key=key, model=name, headers=opts.headers
             ),
         )
+
+    # A classmethod, not a factory of the registry: it builds nothing of its own.
+    @classmethod
+    def fallback(
+        cls,
+        primary: ChatModel,
+        *others: ChatModel,
+        on: Optional[SwitchOn] = None,
+        timeout: Optional[float] = None,
+    ) -> ChatModel:
+        """A model that starts the same request on the next model when one fails first.
+
+        It moves on only before the first chunk reaches a callback (a chunk shown twice
+        would duplicate text), and only for the failures ``on`` names: by default rate
+        limits, overloads, connection failures, connect and read timeouts, and 5xx
+        answers, after that model's own retries (``max_retries=0`` on a member moves on at
+        once). ``on`` may be error classes or a function of the error. ``timeout`` bounds
+        the whole chain. ``resp.provider`` and ``resp.model`` say who answered; when every
+        model fails, the one error names each attempt (``err.attempts``). Example::
+
+            model = Providers.fallback(
+                Providers.openai(max_retries=0), Providers.anthropic(), Providers.gemini()
+            )
+        """
+        return Fallback((primary, *others), on=on, timeout=timeout)
 
     # -- OpenAI-compatible services: a row of the registry each ----------------------------
 

@@ -75,6 +75,7 @@ def stdio(
     timeout: Optional[float] = None,
     connect_timeout: float = 30.0,
     stderr: Optional[TextIO] = None,
+    protocol: str = "auto",
 ) -> McpSession:
     """A session with the MCP server that ``command`` starts, over its stdin and stdout.
 
@@ -84,7 +85,9 @@ def stdio(
     ``timeout`` limits each tool call (seconds; None: only the agent run's limits);
     ``connect_timeout`` the start and the tool listing; ``stderr`` takes the server's log
     (default: this process's stderr). ``name`` names the server in spans and errors
-    (default: the name it announces).
+    (default: the name it announces). ``protocol`` is the SDK's connect mode: ``"auto"``
+    (the newest version both sides speak, falling back to the initialize handshake of
+    servers from before 2026), ``"legacy"`` (that handshake always), or a version string.
     """
     if isinstance(command, (str, bytes)) or not command:
         msg = 'command must be a list such as ["python", "server.py"], not a string'
@@ -95,6 +98,7 @@ def stdio(
         raise TypeError(msg)
     limit = _seconds("timeout", timeout, allow_none=True)
     connect = _seconds("connect_timeout", connect_timeout, allow_none=False) or 30.0
+    _check_protocol(protocol)
     sdk = _sdk()
     params = sdk.StdioServerParameters(
         command=argv[0],
@@ -106,7 +110,7 @@ def stdio(
 
     def opener() -> Any:
         transport = sdk.stdio_client(params, errlog=errlog)
-        return sdk.Client(transport, client_info=_client_info(sdk))
+        return sdk.Client(transport, client_info=_client_info(sdk), mode=protocol)
 
     return McpSession(
         opener,
@@ -126,12 +130,15 @@ def http(
     name: Optional[str] = None,
     timeout: Optional[float] = None,
     connect_timeout: float = 30.0,
+    protocol: str = "auto",
 ) -> McpSession:
     """A session with the MCP server at ``url``, over streamable HTTP.
 
     ``headers`` go with every request (an ``Authorization`` header, say: never logged nor
-    shown in a repr or an error); the session ends with the server (the SDK's DELETE)
-    when it closes. ``timeout``, ``connect_timeout`` and ``name`` are as for :func:`stdio`.
+    shown in a repr or an error). Closing ends the HTTP session with the SDK's ``DELETE``
+    where the server keeps one (``Mcp-Session-Id``: the initialize-handshake protocol; the
+    2026-07-28 protocol keeps none), and closes the connections. ``timeout``,
+    ``connect_timeout``, ``name`` and ``protocol`` are as for :func:`stdio`.
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         msg = f"url must be an http(s) URL such as 'http://127.0.0.1:8765/mcp', got {url!r:.80}"
@@ -140,10 +147,11 @@ def http(
     limit = _seconds("timeout", timeout, allow_none=True)
     connect = _seconds("connect_timeout", connect_timeout, allow_none=False) or 30.0
     sent = {str(k): str(v) for k, v in (headers or {}).items()}
+    _check_protocol(protocol)
     sdk = _sdk()
 
     def opener() -> Any:
-        return _HttpClient(sdk, url, sent)
+        return _HttpClient(sdk, url, sent, protocol)
 
     attributes: dict[str, Any] = {"network.transport": "tcp"}
     if parts.hostname:
@@ -160,6 +168,13 @@ def http(
     )
 
 
+def _check_protocol(protocol: str) -> None:
+    # "auto", "legacy" or a dated version ("2026-07-28"); the SDK names the versions it knows.
+    if not isinstance(protocol, str) or not protocol:
+        msg = f'protocol must be "auto", "legacy" or a protocol version, got {protocol!r}'
+        raise ValueError(msg)
+
+
 def _program(argv: list[str]) -> str:
     """A name for the server before it announces one: its script's, else its command's."""
     script = next((a for a in argv[1:] if not a.startswith("-") and "." in a), argv[0])
@@ -173,10 +188,11 @@ def _client_info(sdk: Any) -> Any:
 class _HttpClient:
     """The SDK's client over streamable HTTP with our headers, and the HTTP client it uses."""
 
-    def __init__(self, sdk: Any, url: str, headers: dict[str, str]) -> None:
+    def __init__(self, sdk: Any, url: str, headers: dict[str, str], protocol: str) -> None:
         self._sdk = sdk
         self._url = url
         self._headers = headers
+        self._protocol = protocol
         self._stack: Any = None
 
     async def __aenter__(self) -> Any:
@@ -195,7 +211,9 @@ class _HttpClient:
             )
             transport = streamable_http_client(self._url, http_client=http_client)
             client = await stack.enter_async_context(
-                self._sdk.Client(transport, client_info=_client_info(self._sdk))
+                self._sdk.Client(
+                    transport, client_info=_client_info(self._sdk), mode=self._protocol
+                )
             )
         except BaseException:
             await stack.aclose()

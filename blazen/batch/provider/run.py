@@ -35,6 +35,7 @@ import attrs
 from ..._schema.output import OutputSpec
 from ..._stream import ChatModel
 from ..._stream.output import with_output
+from ..._stream.usage import priced
 from ..._types import CompletionResponse
 from ...errors import (
     AuthError,
@@ -256,7 +257,10 @@ class _ProviderRun:
     def _result(self, item_id: str, outcome: Any) -> BatchResult:
         if isinstance(outcome, BlazenError):
             return BatchResult(id=item_id, error=self.model.scrub(outcome))
-        response: CompletionResponse = outcome
+        # Priced as the answering model at the provider's batch rates (about half).
+        response: CompletionResponse = priced(
+            outcome, self.api.provider, self.model.model, batch=True
+        )
         spec = self.specs.get(item_id)
         if spec is not None:
             try:
