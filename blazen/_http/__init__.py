@@ -15,7 +15,7 @@ from .abort import Abort
 from .exceptions import map_exception, proxy_refused
 from .framing import DEFAULT_MAX_EVENT_BYTES, iter_ndjson, iter_sse
 from .request import HttpRequest
-from .response import Response
+from .response import ReadBudget, Response
 from .retry import retry_delay
 from .transport import Transport
 from .urls import Proxy, shown_url, url_masks
@@ -25,6 +25,7 @@ __all__ = [
     "Abort",
     "HttpRequest",
     "Proxy",
+    "ReadBudget",
     "Response",
     "Transport",
     "iter_ndjson",

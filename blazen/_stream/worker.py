@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .._http import (
     Abort,
     HttpRequest,
+    ReadBudget,
     Response,
     iter_ndjson,
     iter_sse,
@@ -354,14 +355,18 @@ class Run:
             ctype = resp.content_type
             if ctype not in wire.stream_content_types:
                 raise self._wrong_content_type(ctype, resp.read_error_body(), http.url)
-            self._fold_stream(resp)
+            cut = self._fold_stream(resp)
             finished = True
-            resp.release()
+            if cut:
+                resp.close()  # the server never ended the body: not a connection to reuse
+            else:
+                resp.release()
         finally:
             if not finished:
                 resp.close()
 
-    def _fold_stream(self, resp: Response) -> None:
+    def _fold_stream(self, resp: Response) -> bool:
+        """Fold the stream and post its done; True if its body was cut (see read_on)."""
         post = self.post
         pending: list[StreamChunk] = []
 
@@ -371,15 +376,16 @@ class Run:
                 pending.clear()
 
         try:
-            response = self._fold_frames(_flushing(resp.iter_bytes(), flush), pending)
+            response, cut = self._fold_frames(_flushing(resp.iter_bytes(), flush), pending, resp)
         finally:
             # Whatever ends the stream, the chunks parsed before it reach the caller first.
             flush()
         post(Done(response))
+        return cut
 
     def _fold_frames(
-        self, byte_chunks: Iterator[bytes], pending: list[StreamChunk]
-    ) -> CompletionResponse:
+        self, byte_chunks: Iterator[bytes], pending: list[StreamChunk], resp: Response
+    ) -> tuple[CompletionResponse, bool]:
         wire = self.model.wire
         cap = self.model.options.max_event_bytes
         frames: Any
@@ -392,7 +398,25 @@ class Run:
         fold = wire.start(state).fold
         add = pending.append
         data = ""
-        for event, data in frames:
+        # Reading on after an end signal that may not be the last (state.read_on): each
+        # wait for more gets TAIL_GRACE, renewed only by content, so a server that goes
+        # quiet (or trickles nothing new) after it holds the call about a second at most.
+        tail: Optional[ReadBudget] = None
+        grew = False  # content came after the latest end signal
+        cut = False  # the body was given up on after the end signal
+        frames = iter(frames)
+        while True:
+            try:
+                event, data = next(frames)
+            except StopIteration:
+                break
+            except Exception:
+                if tail is None or self.abort.aborted or (grew and not tail.spent()):
+                    raise
+                # The grace ran out, or the connection failed with nothing after the end
+                # signal: the answer ended at it.
+                cut = True
+                break
             try:
                 chunk = fold(event, data)
             except BlazenError:
@@ -402,8 +426,19 @@ class Run:
             if chunk is not None:
                 self.delivered = True
                 add(chunk)
+                if tail is not None:
+                    # More came after the end signal: the answer goes on.
+                    grew = True
+                    tail = resp.limit_reads(TAIL_GRACE)
             if state.finished:
-                break
+                if not state.read_on:
+                    if tail is None:
+                        break  # the end signal, and nothing may follow it
+                else:
+                    # An end signal that may not be the last: read on, for a short while.
+                    state.read_on = False
+                    grew = False
+                    tail = resp.limit_reads(TAIL_GRACE)
         if not state.finished:
             raise ConnectionError(
                 f"{wire.provider} ended the stream before its end signal: the answer is "
@@ -424,7 +459,7 @@ class Run:
         if spec is not None:
             response = with_output(spec, response)
         add(state.final_chunk())
-        return response
+        return response, cut
 
     def _raise_for_status(self, resp: Response, status: int) -> None:
         wire = self.model.wire
@@ -463,6 +498,10 @@ class Run:
             body=body[:4096],
         )
 
+
+#: How long the stream waits for more after an end signal that may not be the last
+#: (Gemini's finishReason, see StreamState.read_on), renewed by each payload with content.
+TAIL_GRACE = 1.0
 
 #: How long one bounded wait for the worker's exit lasts before the flags are read again.
 _EXIT_POLL = 0.05

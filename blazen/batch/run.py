@@ -5,6 +5,23 @@ free (so a generator of millions costs no more than ``concurrency`` items), hand
 the executor, and takes every event back from one :class:`~.work.Pipe`: chunks, and
 "item done". Writing ``out=``, the callbacks, the progress bar and the :class:`Limiter` all
 live on this one thread, so none of them needs a lock.
+
+Every wait of a run and the deadline that bounds it (one test each in
+``tests/hostile/test_waits_are_bounded.py`` or ``tests/test_batch.py``):
+
+| wait                                          | bounded by                                  |
+|-----------------------------------------------|---------------------------------------------|
+| one item's stream, on a pool thread           | the model's connect and idle timeouts, and  |
+|                                               | ``timeout=``; Ctrl-C cancels it             |
+| the loop waiting for the next event           | 1 s a turn (``_wait``), then it looks again |
+| a rate-limited item waiting to run again      | ``Retry-After`` up to the model's           |
+|                                               | ``retry_after_cap`` (longer: the item fails |
+|                                               | with its ``RateLimitError``), else backoff  |
+|                                               | capped at 8 s; at most ``max_attempts``     |
+| a pool thread posting a chunk (``Pipe``)      | the calling thread taking it; a cancel ends |
+|                                               | it within 0.05 s                            |
+| an interrupted run waiting for its items      | ``DRAIN_TIMEOUT`` (30 s)                    |
+| the pool's shutdown at the end                | the items, all ended or cancelled by then   |
 """
 
 from __future__ import annotations
@@ -92,6 +109,7 @@ class _Run:
         self.local = local
         self.timeout = timeout
         self.limiter = Limiter(concurrency)
+        self.retry_after_cap = model.options.retry_after_cap
         self.pipe = Pipe(CHUNK_ROOM * concurrency)
         self.in_flight: dict[int, tuple[_Try, concurrent.futures.Future[BatchResult]]] = {}
         self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
@@ -199,6 +217,9 @@ class _Run:
             isinstance(err, (RateLimitError, OverloadedError))
             and item.attempt < self.max_attempts
             and not self.stopping
+            # A longer wait than the model's retry_after_cap fails the item (retry_after on
+            # its error), as one stream does: one item never pauses the whole run for a day.
+            and (err.retry_after is None or err.retry_after <= self.retry_after_cap)
         ):
             self.counts["rate_limited"] += 1
             delay = self.limiter.rate_limited(item.epoch, err.retry_after, item.attempt)

@@ -25,6 +25,19 @@ escapes in JSON.
 With no prompt on a terminal (stdin and stdout both), ``blazen chat`` is an interactive
 session (:mod:`.session`): the conversation is kept across turns, ``--continue FILE``
 resumes a saved one, ``--stats`` reports tokens and speed after each answer.
+
+Every wait of the command and what bounds it:
+
+| wait                                        | bounded by                                    |
+|---------------------------------------------|-----------------------------------------------|
+| the stream (one-shot, or one turn)          | ``--timeout``, the model's connect and idle   |
+|                                             | timeouts; Ctrl-C cancels it (exit 130, or the |
+|                                             | session goes on)                              |
+| the local model starting                    | its ``startup_timeout`` (300 s); Ctrl-C       |
+| a prompt from stdin, a batch input file     | its writer's end of file; Ctrl-C              |
+| the interactive prompt                      | the person: Ctrl-D or ``/exit`` leaves        |
+| writing to stdout                           | its reader; a reader gone is exit 141         |
+| ``blazen batch``                            | the table of :mod:`blazen.batch.run`          |
 """
 
 from __future__ import annotations
