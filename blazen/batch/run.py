@@ -116,7 +116,7 @@ class _Run:
         self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
         self.keys = 0
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
-        self.tokens_in = self.tokens_out = 0
+        self.tokens_in = self.tokens_out = self.no_usage = 0
         self.cost: Optional[Decimal] = None
         self.stopping = False
         self.started = time.monotonic()
@@ -251,6 +251,8 @@ class _Run:
             if usage is not None:
                 self.tokens_in += usage.prompt_tokens
                 self.tokens_out += usage.completion_tokens
+            else:
+                self.no_usage += 1
         else:
             self.counts["failed"] += 1
             usage = result.error.usage if result.error is not None else None
@@ -302,6 +304,7 @@ class _Run:
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
             cost=self.cost,
+            no_usage=self.no_usage,
             elapsed=time.monotonic() - self.started,
             concurrency=self.limiter.ceiling,
             lowest_concurrency=self.limiter.lowest,
