@@ -5,6 +5,23 @@ free (so a generator of millions costs no more than ``concurrency`` items), hand
 the executor, and takes every event back from one :class:`~.work.Pipe`: chunks, and
 "item done". Writing ``out=``, the callbacks, the progress bar and the :class:`Limiter` all
 live on this one thread, so none of them needs a lock.
+
+Every wait of a run and the deadline that bounds it (one test each in
+``tests/hostile/test_waits_are_bounded.py`` or ``tests/test_batch.py``):
+
+| wait                                          | bounded by                                  |
+|-----------------------------------------------|---------------------------------------------|
+| one item's stream, on a pool thread           | the model's connect and idle timeouts, and  |
+|                                               | ``timeout=``; Ctrl-C cancels it             |
+| the loop waiting for the next event           | 1 s a turn (``_wait``), then it looks again |
+| a rate-limited item waiting to run again      | ``Retry-After`` up to the model's           |
+|                                               | ``retry_after_cap`` (longer: the item fails |
+|                                               | with its ``RateLimitError``), else backoff  |
+|                                               | capped at 8 s; at most ``max_attempts``     |
+| a pool thread posting a chunk (``Pipe``)      | the calling thread taking it; a cancel ends |
+|                                               | it within 0.05 s                            |
+| an interrupted run waiting for its items      | ``DRAIN_TIMEOUT`` (30 s)                    |
+| the pool's shutdown at the end                | the items, all ended or cancelled by then   |
 """
 
 from __future__ import annotations
@@ -15,6 +32,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any, Callable, Optional, Union
 
 import attrs
@@ -92,12 +110,14 @@ class _Run:
         self.local = local
         self.timeout = timeout
         self.limiter = Limiter(concurrency)
+        self.retry_after_cap = model.options.retry_after_cap
         self.pipe = Pipe(CHUNK_ROOM * concurrency)
         self.in_flight: dict[int, tuple[_Try, concurrent.futures.Future[BatchResult]]] = {}
         self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
         self.keys = 0
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
-        self.tokens_in = self.tokens_out = 0
+        self.tokens_in = self.tokens_out = self.no_usage = 0
+        self.cost: Optional[Decimal] = None
         self.stopping = False
         self.started = time.monotonic()
 
@@ -199,6 +219,9 @@ class _Run:
             isinstance(err, (RateLimitError, OverloadedError))
             and item.attempt < self.max_attempts
             and not self.stopping
+            # A longer wait than the model's retry_after_cap fails the item (retry_after on
+            # its error), as one stream does: one item never pauses the whole run for a day.
+            and (err.retry_after is None or err.retry_after <= self.retry_after_cap)
         ):
             self.counts["rate_limited"] += 1
             delay = self.limiter.rate_limited(item.epoch, err.retry_after, item.attempt)
@@ -228,8 +251,14 @@ class _Run:
             if usage is not None:
                 self.tokens_in += usage.prompt_tokens
                 self.tokens_out += usage.completion_tokens
+            else:
+                self.no_usage += 1
         else:
             self.counts["failed"] += 1
+            usage = result.error.usage if result.error is not None else None
+        cost = None if usage is None else usage.cost
+        if cost is not None:
+            self.cost = cost if self.cost is None else self.cost + cost
         if self.progress is not None:
             self.progress.update(
                 ok=self.counts["ok"],
@@ -274,6 +303,8 @@ class _Run:
             rate_limited=self.counts["rate_limited"],
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
+            cost=self.cost,
+            no_usage=self.no_usage,
             elapsed=time.monotonic() - self.started,
             concurrency=self.limiter.ceiling,
             lowest_concurrency=self.limiter.lowest,

@@ -7,6 +7,7 @@ from ...errors import UnsupportedError
 from ...providers.anthropic import AnthropicWire
 from ...providers.gemini import GeminiWire
 from ...providers.openai import OpenAIWire
+from ...providers.responses import ResponsesWire
 from .anthropic import AnthropicBatches
 from .api import BatchAPI
 from .gemini import GeminiBatches
@@ -25,6 +26,13 @@ def batch_api_for(model: ChatModel) -> BatchAPI:
         return AnthropicBatches(model, wire)
     if isinstance(wire, GeminiWire):
         return GeminiBatches(model, wire)
+    if isinstance(wire, ResponsesWire):
+        msg = (
+            f"via='provider' sends chat-completions batches; a model made with "
+            f"api='responses' has none blazen speaks: make the {model.provider} model with "
+            "api='chat' for a provider batch, or use via='stream' (the default)"
+        )
+        raise UnsupportedError(msg, provider=model.provider)
     msg = (
         f"{model.provider} has no batch API blazen speaks: via='provider' works with OpenAI "
         "(and OpenAI-compatible servers with OpenAI's Batch API), Anthropic and Gemini; use "
