@@ -129,6 +129,7 @@ class ResponsesFold:
 
     __slots__ = (
         "_annotated",
+        "_ids",
         "_kinds",
         "_output",
         "_part_start",
@@ -143,8 +144,9 @@ class ResponsesFold:
     def __init__(self, provider: str, state: StreamState) -> None:
         self._provider = provider
         self.state = state
-        #: Each output item's type, by output_index.
+        #: Each output item's type, by output_index, and its index by item id.
         self._kinds: dict[int, str] = {}
+        self._ids: dict[str, int] = {}
         #: The output items whose content streamed as deltas (the rest are read when done).
         self._streamed: set[int] = set()
         #: Reasoning items finished but not yet placed: they go before the next call.
@@ -175,7 +177,10 @@ class ResponsesFold:
         if kind == "response.function_call_arguments.delta" or (
             kind == "response.custom_tool_call_input.delta"
         ):
-            return self._arguments(obj.get("output_index"), obj.get("delta"))
+            index = obj.get("output_index")
+            if index is None:  # a server that names the item only by its id
+                index = self._ids.get(obj.get("item_id"))  # type: ignore[arg-type]
+            return self._arguments(index, obj.get("delta"))
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             part = obj.get("summary_index", obj.get("content_index")) or 0
             return self._reasoning(obj.get("output_index"), part, obj.get("delta"))
@@ -235,6 +240,9 @@ class ResponsesFold:
         if type(index) is not int or not isinstance(kind, str):
             raise malformed(self._provider, "an output item without index or type", str(item))
         self._kinds[index] = kind
+        item_id = item.get("id")
+        if isinstance(item_id, str):
+            self._ids[item_id] = index
         if kind not in _OWN:
             return self._server_tool(kind, item, "running")
         if kind not in _CALLS:
