@@ -484,3 +484,52 @@ def test_run_async_calls_mcp_tools_and_a_cancelled_task_cancels_the_call(
     assert first.text == "3" and first.tool_results[0].content == "3"
     assert isinstance(errors[0], blazen.CancelledError)
     assert wait_for_text(marker) == "cancelled"
+
+
+def test_a_server_that_crashes_mid_run_is_an_error_result_and_callbacks_stay_here(
+    server, model, server_log
+):
+    """The server dies during a call: the model reads the error, run returns, and every
+    callback ran on the calling thread."""
+    server.add(
+        tools_turn(("c1", "crash", {})),
+        tools_turn(("c2", "add", {"a": 1, "b": 1})),
+        text_turn("the server is gone"),
+    )
+    threads: set[int] = set()
+
+    def seen(*_: Any) -> None:
+        threads.add(threading.get_ident())
+
+    with stdio_session(server_log) as crashing:
+        result = Agent(model, tools=crashing.tools()).run(
+            "go", on_chunk=seen, on_tool_call=seen, on_tool_result=seen, on_done=seen
+        )
+    assert result.text == "the server is gone"
+    assert [(r.call.id, r.kind) for r in result.tool_results] == [
+        ("c1", "raised"),
+        ("c2", "raised"),
+    ]
+    assert all(isinstance(r.error, blazen.ConnectionError) for r in result.tool_results)
+    assert threads == {threading.get_ident()}
+
+
+def test_the_mcp_example_runs_offline_with_its_own_server():
+    """examples/agent_mcp.py starts its MCP server, runs both tools, answers, and ends it."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.pop("BLAZEN_BASE_URL", None)
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "agent_mcp.py")],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**env, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "[ok] get_weather -> 4 C, light snow",
+        "[ok] get_local_time -> 09:41",
+        "In Oslo it is 4 C with light snow; the local time is 09:41.",
+        "(2 model turns, 2 tool calls, server 'weather')",
+    ]
