@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
 import blazen
 from blazen import Agent, CancelToken, Event, Streaming, tool, workflow
 from blazen.agent import ToolContent, mcp
+from blazen.agent.mcp.convert import model_name
 from blazen.testing import Reply, StreamServer, openai_sse, openai_tool_sse
 
 SERVER = Path(__file__).parent / "fixtures" / "mcp" / "server.py"
@@ -261,6 +265,44 @@ def test_a_server_that_never_answers_times_out_at_connect(server_log):
     session = mcp.stdio([sys.executable, "-c", "import time; time.sleep(60)"], connect_timeout=1.0)
     with pytest.raises(blazen.TimeoutError, match="connect_timeout"):
         session.open()
+    assert len(mcp_threads()) == before
+
+
+@pytest.mark.parametrize(
+    ("script", "error"),
+    [
+        ("pass", blazen.ConnectionError),  # exits at once
+        (
+            "print('this is not JSON-RPC', flush=True); import time; time.sleep(60)",
+            blazen.TimeoutError,
+        ),
+        ("import sys; sys.stdout.write('{\\n' * 1000); sys.stdout.flush()", blazen.ConnectionError),
+    ],
+    ids=["exits", "garbage-then-silence", "garbage-then-exit"],
+)
+def test_a_server_that_is_not_an_mcp_server_fails_at_the_with(script, error):
+    """A process that exits, or speaks garbage, fails the open with a typed error in time."""
+    before = len(mcp_threads())
+    session = mcp.stdio([sys.executable, "-c", script], connect_timeout=3.0, stderr=sys.__stderr__)
+    started = time.monotonic()
+    with pytest.raises(error):
+        session.open()
+    assert time.monotonic() - started < 3.0 + 10.0
+    assert len(mcp_threads()) == before
+
+
+def test_ctrl_c_while_connecting_ends_the_process_and_the_thread(tmp_path):
+    """A SIGINT while the session waits for a silent server: KeyboardInterrupt, nothing left."""
+    pid_file = tmp_path / "pid"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    before = len(mcp_threads())
+    session = mcp.stdio([sys.executable, "-c", script], connect_timeout=60)
+    threading.Thread(target=lambda: wait_for_text(pid_file) and ctrl_c_after(0.2)).start()
+    with pytest.raises(KeyboardInterrupt):
+        session.open()
+    assert gone(int(pid_file.read_text()))
     assert len(mcp_threads()) == before
 
 
@@ -533,3 +575,11 @@ def test_the_mcp_example_runs_offline_with_its_own_server():
         "In Oslo it is 4 C with light snow; the local time is 09:41.",
         "(2 model turns, 2 tool calls, server 'weather')",
     ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=100), st.text(alphabet="ab_.-/ ", max_size=10))
+def test_every_mcp_tool_name_is_offered_in_the_providers_alphabet(remote, prefix):
+    """Whatever a server names a tool, the model sees 1-64 of [A-Za-z0-9_-]."""
+    name = model_name(remote, prefix)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name), name

@@ -113,3 +113,18 @@ def test_the_supported_pythons_are_the_ones_ci_runs():
     run = sorted(int(v.split(".")[1]) for v in [*others, "3.11"])
     assert classified == run
     assert project["requires-python"] == f">={floor}" == f">=3.{run[0]}"
+
+
+def test_the_bench_extra_pins_nothing_and_the_benchmarks_constraints_pin_all_of_it():
+    """A user's requests or openai is never pinned by the extra; the benchmarks pin each one."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from 3.11")
+    bench = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["bench"]
+    assert not [d for d in bench if any(op in d for op in "=<>~")], bench
+    pins = {}
+    for line in (ROOT / "benchmarks" / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version.strip(), line
+            pins[name.strip()] = version.strip()
+    assert set(pins) == set(bench)
