@@ -34,6 +34,7 @@ from .._http import (
 from .._kit import SHAPE_ERRORS, StreamState, error_from_body, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
+from .continuation import continuation_limit, next_request
 from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
 from .usage import priced, usage_so_far
@@ -363,40 +364,71 @@ class Run:
                     response = with_output(self.req.output, response)
                 self.post(Done(response))
                 return
-            ctype = resp.content_type
-            if ctype not in wire.stream_content_types:
-                raise self._wrong_content_type(ctype, resp.read_error_body(), http.url)
-            cut = self._fold_stream(resp)
+            self._check_stream(resp, http)
+            post = self.post
+            pending: list[StreamChunk] = []
+
+            def flush() -> None:
+                if pending:
+                    post(Chunks(pending[:]))
+                    pending.clear()
+
+            fold = wire.start(self.state).fold
+            limit = continuation_limit(opts.max_continuations, self.req)
+            continued = 0
+            while True:
+                try:
+                    cut, data = self._fold_frames(
+                        _flushing(resp.iter_bytes(), flush), pending, resp, fold
+                    )
+                    nxt = next_request(wire, self.req, self.state, continued, limit)
+                    if nxt is None:
+                        response = self._assemble(pending, data)
+                finally:
+                    # Whatever ends the stream, the chunks parsed before it reach the caller
+                    # first.
+                    flush()
+                if nxt is None:
+                    break
+                # A paused turn goes on in the same stream: this body is over, the next
+                # request carries the content so far (see .continuation).
+                finished = True
+                _end(resp, cut)
+                continued += 1
+                http = wire.build(nxt, stream=True)
+                resp = model.transport.open(
+                    http,
+                    self.abort,
+                    stream=True,
+                    connect_timeout=opts.connect_timeout,
+                    read_timeout=opts.idle_timeout,
+                )
+                finished = False
+                self._check_stream(resp, http)
+            post(Done(response))
             finished = True
-            if cut:
-                resp.close()  # the server never ended the body: not a connection to reuse
-            else:
-                resp.release()
+            _end(resp, cut)
         finally:
             if not finished:
                 resp.close()
 
-    def _fold_stream(self, resp: Response) -> bool:
-        """Fold the stream and post its done; True if its body was cut (see read_on)."""
-        post = self.post
-        pending: list[StreamChunk] = []
-
-        def flush() -> None:
-            if pending:
-                post(Chunks(pending[:]))
-                pending.clear()
-
-        try:
-            response, cut = self._fold_frames(_flushing(resp.iter_bytes(), flush), pending, resp)
-        finally:
-            # Whatever ends the stream, the chunks parsed before it reach the caller first.
-            flush()
-        post(Done(response))
-        return cut
+    def _check_stream(self, resp: Response, http: HttpRequest) -> None:
+        """Raise the error a response that is not an event stream stands for."""
+        status = resp.status
+        if status != 200:
+            self._raise_for_status(resp, status)
+        ctype = resp.content_type
+        if ctype not in self.model.wire.stream_content_types:
+            raise self._wrong_content_type(ctype, resp.read_error_body(), http.url)
 
     def _fold_frames(
-        self, byte_chunks: Iterator[bytes], pending: list[StreamChunk], resp: Response
-    ) -> tuple[CompletionResponse, bool]:
+        self,
+        byte_chunks: Iterator[bytes],
+        pending: list[StreamChunk],
+        resp: Response,
+        fold: Callable[[str, str], Optional[StreamChunk]],
+    ) -> tuple[bool, str]:
+        """Fold one body into the run's state; (whether it was cut, its last payload)."""
         wire = self.model.wire
         cap = self.model.options.max_event_bytes
         frames: Any
@@ -406,7 +438,6 @@ class Run:
             lines = iter_ndjson(byte_chunks, provider=wire.provider, max_line_bytes=cap)
             frames = (("", line) for line in lines)
         state = self.state
-        fold = wire.start(state).fold
         add = pending.append
         data = ""
         # Reading on after an end signal that may not be the last (state.read_on): each
@@ -458,6 +489,12 @@ class Run:
                 error_type="truncated",
                 retryable=True,
             )
+        return cut, data
+
+    def _assemble(self, pending: list[StreamChunk], data: str) -> CompletionResponse:
+        """The finished stream's response, its final chunk added to ``pending``."""
+        wire = self.model.wire
+        state = self.state
         # Assembled before the final chunk goes out: a value of the wrong type (a number as
         # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
         try:
@@ -469,8 +506,8 @@ class Run:
         spec = self.req.output
         if spec is not None:
             response = with_output(spec, response)
-        add(state.final_chunk())
-        return response, cut
+        pending.append(state.final_chunk())
+        return response
 
     def _raise_for_status(self, resp: Response, status: int) -> None:
         wire = self.model.wire
@@ -530,6 +567,14 @@ def _thread_alive(thread: threading.Thread) -> bool:
     # (or inside is_alive itself) can leave wrong. Only asked after a bounded wait ran out.
     ident = thread.ident
     return ident is not None and ident in sys._current_frames()
+
+
+def _end(resp: Response, cut: bool) -> None:
+    # A body the server never ended is not a connection to reuse.
+    if cut:
+        resp.close()
+    else:
+        resp.release()
 
 
 def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:
