@@ -128,3 +128,14 @@ def test_the_bench_extra_pins_nothing_and_the_benchmarks_constraints_pin_all_of_
             assert version.strip(), line
             pins[name.strip()] = version.strip()
     assert set(pins) == set(bench)
+
+
+def test_the_wheel_and_the_command_report_the_package_version(dists, capsys):
+    """The wheel's version, ``blazen.__version__`` and ``blazen --version`` are one value."""
+    import blazen
+    from blazen import cli
+
+    assert dists["wheel"].name.startswith(f"blazen_stream-{blazen.__version__}-")
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out == f"blazen {blazen.__version__}\n"
