@@ -46,6 +46,7 @@ async def complete_async(
     loop = asyncio.get_running_loop()
     events: asyncio.Queue[WorkerEvent] = asyncio.Queue()
     exited = False
+    handed = False  # the worker was handed to the starter thread
     delivery: Optional[Delivery] = None
     unsubscribe: list[Callable[[], None]] = []
     entered: Optional[Token[Any]] = None
@@ -54,7 +55,7 @@ async def complete_async(
         nonlocal exited
         assert delivery is not None
         run = delivery.run
-        if not run.queued:
+        if not handed:
             return  # interrupted before its worker was handed to the starter
         while not exited:
             exited = isinstance(await events.get(), Exit)
@@ -93,6 +94,7 @@ async def complete_async(
             # The task was cancelled before it ran: the worker returns without sending.
             delivery.run.abort.abort()
         start_soon(delivery.run)
+        handed = True
         steps = delivery.steps()
         op = next(steps)
         try:

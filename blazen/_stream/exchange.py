@@ -1,0 +1,237 @@
+"""One request from its first send to its last event: retries, each attempt, the folding.
+
+:class:`Exchange` is the request algorithm of a stream, with no thread of its own: the
+worker thread (:mod:`.worker`) runs it, and a test can run it on its own thread with a
+list's ``append`` as ``post``. It talks HTTP only through :mod:`blazen._http`'s
+:class:`~blazen._http.Response`, which raises nothing but blazen errors, and reads the
+provider only through the model's :class:`~blazen._kit.WireFormat`.
+
+The way up for a chunk: each socket read (:meth:`Response.read`) goes to the framer, which
+returns the batch of events it completed; the wire's fold turns each into a chunk (or
+none); the chunks of one read go to the caller as one :class:`~.events.Chunks`. Nothing
+waits between them: the next blocking read starts only after the batch is posted.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Callable
+
+from .._http import Abort, HttpRequest, Response, framer, retry_delay
+from .._kit import SHAPE_ERRORS, StreamState, shape_error
+from .._types import CompletionRequest, CompletionResponse, StreamChunk
+from ..errors import BlazenError, ConnectionError, InternalError, safe_str
+from .events import PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
+from .output import with_output
+
+if TYPE_CHECKING:
+    from .model import ChatModel
+
+__all__ = ["Exchange"]
+
+logger = logging.getLogger("blazen")
+
+
+class Exchange:
+    """One request's algorithm: send, check, read and fold, retry; each event to ``post``.
+
+    ``post`` receives :class:`~.events.Chunks`, then exactly one of
+    :class:`~.events.Done` or :class:`~.events.Failed`, with :data:`~.events.PROGRESS`
+    before each retry and :class:`~.events.Queued` while it waits for a connection. After
+    ``abort`` it posts nothing more: the caller has decided how the stream ends.
+    """
+
+    __slots__ = ("abort", "delivered", "model", "post", "req", "state", "stream")
+
+    def __init__(
+        self,
+        model: ChatModel,
+        req: CompletionRequest,
+        post: Callable[[WorkerEvent], Any],
+        abort: Abort,
+        *,
+        stream: bool = True,
+    ) -> None:
+        self.model = model
+        self.req = req
+        self.post = post
+        self.abort = abort
+        self.stream = stream
+        #: What the current attempt has read (a retry starts a fresh one).
+        self.state = StreamState()
+        #: Whether a chunk has been posted (after that, nothing is retried).
+        self.delivered = False
+
+    def run(self) -> None:
+        """Send the request until it succeeds, fails for good or is aborted."""
+        if self.abort.aborted:
+            return  # ended before the worker ran (a task cancelled at once): send nothing
+        model = self.model
+        opts = model.options
+        try:
+            http = model.wire.build(self.req, stream=self.stream)
+        except BlazenError as build_error:
+            self.post(Failed(build_error))
+            return
+        attempt = 0
+        while True:
+            self.state = StreamState()
+            try:
+                with model.transport.slot(self.abort, self._queued):
+                    self.attempt(http)
+                return
+            except Exception as exc:
+                if self.abort.aborted:
+                    return  # the caller decided how this stream ends
+                err = exc if isinstance(exc, BlazenError) else self._bug(exc)
+            if not self.delivered and attempt < opts.max_retries:
+                delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
+                if delay is not None:
+                    attempt += 1
+                    logger.info(
+                        "%s: %s; retrying in %.2f s (retry %d of %d)",
+                        model.provider,
+                        model.redact(err.message),
+                        delay,
+                        attempt,
+                        opts.max_retries,
+                    )
+                    self.post(PROGRESS)
+                    if self.abort.event.wait(delay):
+                        return
+                    continue
+            if err.retry_after is not None and err.retry_after > opts.retry_after_cap:
+                err.message += (
+                    f" (the server asked to wait {err.retry_after:g} s, longer than "
+                    f"retry_after_cap={opts.retry_after_cap:g} s, so blazen did not retry)"
+                )
+            err.partial = self.state.text
+            err.partial_reasoning = self.state.reasoning
+            self.post(Failed(err))
+            return
+
+    def attempt(self, http: HttpRequest) -> None:
+        """Send ``http`` once and read the answer to its end; raises a blazen error if not."""
+        model = self.model
+        wire = model.wire
+        opts = model.options
+        resp = model.transport.open(
+            http,
+            self.abort,
+            provider=wire.provider,
+            stream=self.stream,
+            connect_timeout=opts.connect_timeout,
+            read_timeout=opts.idle_timeout,
+        )
+        finished = False
+        try:
+            resp.check(wire.error, stream_types=wire.stream_content_types if self.stream else None)
+            if not self.stream:
+                response = self._whole(resp)
+                finished = True
+                resp.release()
+                self.post(Done(response))
+                return
+            response = self.read_stream(resp)
+            # Done goes before the drain: the caller may finish while the rest is read.
+            self.post(Done(response))
+            finished = True
+            resp.release()
+        finally:
+            if not finished:
+                resp.close()
+
+    def _whole(self, resp: Response) -> CompletionResponse:
+        wire = self.model.wire
+        opts = self.model.options
+        body = resp.read_body(opts.max_event_bytes, within=opts.idle_timeout)
+        try:
+            response = wire.parse_response(body)
+        except BlazenError:
+            raise
+        except SHAPE_ERRORS as exc:
+            # A body of the wrong shape, as a streamed payload would be: not a bug.
+            raise shape_error(wire.provider, exc, body) from exc
+        if self.req.output is not None:
+            response = with_output(self.req.output, response)
+        return response
+
+    def read_stream(self, resp: Response) -> CompletionResponse:
+        """Fold the streamed body into :attr:`state`, posting each read's chunks as one batch.
+
+        Returns the assembled response once the provider's end signal came; the last batch
+        holds the final chunk (``is_final``). Raises if the body ends before that signal.
+        """
+        wire = self.model.wire
+        provider = wire.provider
+        state = self.state
+        fold = wire.start(state).fold
+        cap = self.model.options.max_event_bytes
+        frames = framer(wire.framing, provider=provider, max_event_bytes=cap)
+        feed = frames.feed
+        read = resp.read
+        post = self.post
+        data = ""
+        while True:
+            raw = read()
+            batch = feed(raw) if raw else frames.end()
+            pending: list[StreamChunk] = []
+            try:
+                for event, data in batch:
+                    try:
+                        chunk = fold(event, data)
+                    except BlazenError:
+                        raise
+                    except SHAPE_ERRORS as exc:
+                        raise shape_error(provider, exc, data) from exc
+                    if chunk is not None:
+                        pending.append(chunk)
+                    if state.finished:
+                        break
+                if state.finished or not raw:
+                    return self._assembled(data, pending)
+            finally:
+                # Whatever ends the stream, the chunks read before it reach the caller first.
+                if pending:
+                    self.delivered = True
+                    post(Chunks(pending))
+
+    def _assembled(self, data: str, pending: list[StreamChunk]) -> CompletionResponse:
+        """The response at the end of the body; the final chunk joins ``pending``."""
+        state = self.state
+        provider = self.model.wire.provider
+        if not state.finished:
+            raise ConnectionError(
+                f"{provider} ended the stream before its end signal: the answer is "
+                "incomplete (the text received so far is on err.partial)",
+                provider=provider,
+                error_type="truncated",
+                retryable=True,
+            )
+        # Assembled before the final chunk goes out: a value of the wrong type (a number as
+        # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
+        try:
+            response = state.response()
+        except SHAPE_ERRORS as exc:
+            raise shape_error(provider, exc, data) from exc
+        # Typed output is read once, here: an answer that is not the type is the stream's
+        # one error, and the final chunk never goes out before it.
+        spec = self.req.output
+        if spec is not None:
+            response = with_output(spec, response)
+        pending.append(state.final_chunk())
+        return response
+
+    def _queued(self, waiting: bool) -> None:
+        self.post(Queued(waiting))
+
+    def _bug(self, exc: Exception) -> BlazenError:
+        # Not the HTTP stack's (the transport maps all of those), nor a payload of the wrong
+        # shape: a wire format or blazen itself failed.
+        provider = self.model.provider
+        err = InternalError(
+            f"unexpected {type(exc).__name__} reading {provider}'s answer: {safe_str(exc)}"
+        )
+        err.__cause__ = exc
+        return err
+
