@@ -1,6 +1,7 @@
 """Run every scenario against every installed client and write the results.
 
-``python -m benchmarks`` (from the repository root, with ``pip install -e '.[bench]'``)
+``python -m benchmarks`` (from the repository root, after
+``pip install -e '.[bench]' -c benchmarks/constraints.txt``)
 starts the benchmark server and one runner process per client, interleaves the repeats of
 every client so that noise from the machine spreads evenly over all of them, and writes
 ``results.json``, ``results.md`` and ``chart.png`` into ``benchmarks/results/``.
@@ -388,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated subset of: {', '.join(CLIENTS)}",
     )
     parser.add_argument("--scenarios", default=SCENARIOS, help="subset of 'abcdefgh'")
-    parser.add_argument("--formats", default="openai,anthropic", help="wire formats for a-c")
+    parser.add_argument(
+        "--formats", default="openai,anthropic,responses", help="wire formats for a-c"
+    )
     parser.add_argument("--out", default=str(HERE / "results"), help="output directory")
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument(

@@ -7,6 +7,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
 
+import attrs
+
 from ._attachments import Source, load_audio, load_document, load_video
 from ._json import json_copy
 from ._schema.output import OutputSpec, output_spec
@@ -123,6 +125,8 @@ class Llm:
         data_or_path_or_url: Source,
         media_type: str = "application/pdf",
         filename: Optional[str] = None,
+        *,
+        citations: bool = False,
     ) -> DocumentPart:
         """A document for :meth:`user`'s ``attachments``: bytes, a file's path, or a URL.
 
@@ -130,12 +134,16 @@ class Llm:
         unreadable one raises :class:`~blazen.ValidationError` here, not when sending); an
         http(s) URL is sent as a URL where the provider fetches documents (Anthropic,
         Gemini). ``filename`` (by default the file's name) goes where the wire has one.
+        ``citations=True`` asks Claude to cite the document (``response.citations``).
 
         Example::
 
             Llm.user("Summarise this.", attachments=[Llm.document("report.pdf")])
         """
-        return load_document(data_or_path_or_url, media_type, filename)
+        doc = load_document(data_or_path_or_url, media_type, filename)
+        if citations:
+            doc = attrs.evolve(doc, citations=True)
+        return doc
 
     @staticmethod
     def audio(data_or_path: Source, format: str = "wav") -> AudioPart:
@@ -266,6 +274,7 @@ class Llm:
         output: Optional[type] = None,
         reasoning_display: Optional[str] = None,
         max_continuations: Optional[int] = None,
+        previous_response_id: Optional[str] = None,
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
 
@@ -297,6 +306,11 @@ class Llm:
         that is not one raises :class:`~blazen.OutputValidationError` (a refusal,
         :class:`~blazen.RefusalError`). It cannot be combined with ``response_format`` or
         with a ``tool_choice`` that forces a tool.
+
+        ``previous_response_id`` (a ``CompletionResponse.id``) continues an answer the
+        server kept: only the Responses API with ``store=True`` has one to continue
+        (``Providers.openai(api="responses", store=True)``); ``messages`` then hold only
+        what is new. Other wires refuse it before sending.
         """
         if isinstance(messages, (str, ChatMessage)) or not isinstance(messages, Sequence):
             msg = "messages must be a list of Llm.system/user/assistant/tool_result messages"
@@ -348,7 +362,11 @@ class Llm:
                 msg = "response_format must be a dict such as {'type': 'json_object'}"
                 raise TypeError(msg)
             response_format = json_copy(response_format, "response_format")
-        for name, value in (("model", model), ("system", system)):
+        for name, value in (
+            ("model", model),
+            ("system", system),
+            ("previous_response_id", previous_response_id),
+        ):
             if value is not None and not isinstance(value, str):
                 msg = f"{name} must be a string, got {type(value).__name__}"
                 raise TypeError(msg)
@@ -388,6 +406,7 @@ class Llm:
             reasoning_display=reasoning_display,
             max_continuations=max_continuations,
             output=spec,
+            previous_response_id=previous_response_id,
         )
 
 

@@ -273,6 +273,26 @@ def test_an_agent_run_is_invoke_agent_with_execute_tool_children(otel, server, m
     assert all(s.parent.span_id == agent.context.span_id for s in chats)
 
 
+def test_an_mcp_tools_execute_tool_span_names_its_server(otel, server, model):
+    """An MCP tool's span says which server ran it, over which transport, with which method."""
+    pytest.importorskip("mcp")
+    from blazen.agent import mcp
+
+    script = os.path.join(os.path.dirname(__file__), "fixtures", "mcp", "server.py")
+    server.add(
+        Reply.sse(openai_tool_sse([("call_1", "add", {"a": 1, "b": 2})], usage=USAGE)),
+        text_turn("3"),
+    )
+    with open(os.devnull, "w") as log, mcp.stdio([sys.executable, script, "stdio"], stderr=log) as s:
+        Agent(model, tools=s.tools()).run("1+2?")
+    span = otel.span("execute_tool add")
+    assert span.attributes["blazen.mcp.server"] == "blazen-test-server"
+    assert span.attributes["network.transport"] == "pipe"
+    assert span.attributes["mcp.method.name"] == "tools/call"
+    assert span.attributes["gen_ai.tool.type"] == "extension"
+    assert span.parent.span_id == otel.span("invoke_agent").context.span_id
+
+
 def test_a_workflow_run_and_its_steps_get_spans(otel, server, model):
     """invoke_workflow, with one child span per step, and the step's stream inside it."""
     server.add(text_turn("hi"))
@@ -427,3 +447,19 @@ def test_an_sdk_that_raises_changes_nothing_of_agent_or_workflow_runs(otel, serv
         )
 
     assert wf.run().result == 1
+
+
+def test_a_fallbacks_span_records_each_hop_and_who_answered(otel):
+    """Primary 429, secondary answers: one span, a blazen.fallback event, the answering provider."""
+    with StreamServer([Reply.json({"error": {"message": "slow"}}, status=429)]) as first:
+        primary = blazen.Providers.openai(api_key="k", base_url=first.base_url, max_retries=0)
+        with StreamServer([text_turn("Hi")]) as second:
+            secondary = blazen.Providers.groq(api_key="k", base_url=second.base_url)
+            fb = blazen.Providers.fallback(primary, secondary)
+            Streaming.complete(fb, Llm.completion_request([Llm.user("hi")]))
+    (span,) = otel.spans()
+    hops = [e for e in span.events if e.name == "blazen.fallback"]
+    assert [(e.attributes["blazen.fallback.provider"], e.attributes["error.type"]) for e in hops] == [
+        ("openai", "RateLimitError")
+    ]
+    assert dict(span.attributes or {})["gen_ai.provider.name"] == "groq"

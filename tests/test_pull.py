@@ -111,3 +111,53 @@ def test_async_errors_raise_and_break_cancels(served):
 
     asyncio.run(main())
     assert wait_closed(server)
+
+
+def _blazen_threads(before: set[int]) -> list[str]:
+    """The names of blazen's own threads started since ``before`` (the test server's aside)."""
+    import threading
+
+    return sorted(
+        t.name
+        for t in threading.enumerate()
+        if t.ident not in before and t.name.startswith("blazen-") and not t.name.startswith("blazen-test")
+    )
+
+
+def paced_reply():
+    """A stream whose worker is still reading while the loop body runs."""
+    return Reply.sse([part for event in openai_sse(list("abc")) for part in (event, Pause(0.05))])
+
+
+def test_a_pull_stream_runs_on_one_worker_thread_and_nothing_else(served):
+    """The loop carries out the delivery itself: one worker thread per pull stream, not two."""
+    import threading
+
+    server, model = served
+    server.add(paced_reply())
+    before = {t.ident for t in threading.enumerate()}
+    seen = []
+    with Streaming.stream(model, REQ) as chunks:
+        for _ in chunks:
+            seen.append(_blazen_threads(before))
+    assert seen and all(names == ["blazen-stream"] for names in seen), seen
+
+
+def test_an_async_pull_stream_runs_on_one_worker_thread_and_no_task(served):
+    """``async for`` carries out the delivery in the caller's task: no second task, one worker."""
+    import threading
+
+    server, model = served
+    server.add(paced_reply())
+    seen = []
+
+    async def main():
+        before = {t.ident for t in threading.enumerate()}
+        tasks = len(asyncio.all_tasks())
+        async with Streaming.stream_async(model, REQ) as chunks:
+            async for _ in chunks:
+                names = [n for n in _blazen_threads(before) if n != "blazen-starter"]
+                seen.append((names, len(asyncio.all_tasks()) - tasks))
+
+    asyncio.run(main())
+    assert seen and all(s == (["blazen-stream"], 0) for s in seen), seen

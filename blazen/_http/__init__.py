@@ -19,7 +19,7 @@ from .abort import Abort
 from .exceptions import map_exception, proxy_refused
 from .framing import DEFAULT_MAX_EVENT_BYTES, Event, Framer, framer
 from .request import HttpRequest
-from .response import ErrorReader, Response
+from .response import ErrorReader, ReadBudget, Response
 from .retry import retry_delay
 from .transport import Transport
 from .urls import Proxy, shown_url, url_masks
@@ -32,6 +32,7 @@ __all__ = [
     "Framer",
     "HttpRequest",
     "Proxy",
+    "ReadBudget",
     "Response",
     "Transport",
     "framer",

@@ -25,7 +25,7 @@ from .decoding import inflater_for
 from .exceptions import Target, proxy_refused
 from .hooks import raw_read1, response_socket
 
-__all__ = ["ErrorReader", "Response"]
+__all__ = ["ErrorReader", "ReadBudget", "Response"]
 
 
 _READ_SIZE = 65536
@@ -265,6 +265,14 @@ class Response:
         except Exception:
             resp.close()
 
+    def limit_reads(self, seconds: float) -> ReadBudget:
+        """From now on the socket reads get ``seconds`` in all (then they raise).
+
+        For reading on past an end signal that may not be the last (Gemini's finishReason):
+        ``spent()`` on the result says whether a read failed because the time ran out.
+        """
+        return self._budget(seconds)
+
     def _budget(self, seconds: float) -> _Budget:
         """A check to run before every socket read: the reads get ``seconds`` in all."""
         budget = _Budget(seconds, response_socket(self._resp.raw))
@@ -301,7 +309,17 @@ def _decoded(data: bytes, encoding: str, cap: int) -> bytes:
     return bytes(out[:cap])
 
 
-class _Budget:
+class ReadBudget:
+    """What :meth:`Response.limit_reads` returns: ask :meth:`spent` after a failed read."""
+
+    __slots__ = ()
+
+    def spent(self) -> bool:
+        """Whether the time is up."""
+        raise NotImplementedError
+
+
+class _Budget(ReadBudget):
     """Time for a run of socket reads in all: call it before each read.
 
     It raises the builtin ``TimeoutError`` once the time is spent, and otherwise gives the

@@ -61,6 +61,13 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "UNEXPECTED_TOOL_CALL": "error",
         "TOO_MANY_TOOL_CALLS": "error",
     },
+    # https://platform.openai.com/docs/api-reference/responses/object: a finished answer's
+    # status, else its incomplete_details.reason (response.incomplete).
+    "responses": {
+        "completed": "stop",
+        "max_output_tokens": "length",
+        "content_filter": "content_filter",
+    },
     # https://github.com/ollama/ollama/blob/main/docs/api.md (done_reason)
     "ollama": {"stop": "stop", "length": "length", "load": "", "unload": ""},
 }

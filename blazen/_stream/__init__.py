@@ -2,10 +2,10 @@
 
 ``ChatModel`` binds a :class:`WireFormat` to a connection pool; :class:`Streaming` runs one
 request on a worker thread (:mod:`.worker`) and delivers its events through one I/O-free
-protocol (:mod:`.delivery`) that the blocking, asyncio and background drivers all carry
-out. Wire formats plug in from :mod:`blazen.providers` by implementing
-:class:`blazen._kit.WireFormat` (the provider kit, one layer down); nothing here knows a
-provider by name.
+protocol (:mod:`.delivery`) whose operations :mod:`.driving` carries out once for the
+blocking, asyncio, background and pull drivers. Wire formats plug in from
+:mod:`blazen.providers` by implementing :class:`blazen._kit.WireFormat` (the provider kit,
+one layer down); nothing here knows a provider by name.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .fallback import DEFAULT_SWITCH_ON, Fallback, SwitchOn
 from .lifecycle import init, shutdown
 from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
@@ -20,6 +21,7 @@ from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_c
 from .streaming import Streaming
 
 __all__ = [
+    "DEFAULT_SWITCH_ON",
     "AnySink",
     "ChatModel",
     "ChunkCallback",
@@ -28,10 +30,12 @@ __all__ = [
     "DoneSink",
     "ErrorCallback",
     "ErrorSink",
+    "Fallback",
     "ModelOptions",
     "Recipe",
     "Sink",
     "Streaming",
+    "SwitchOn",
     "cancel_safe",
     "check_callable",
     "check_controls",

@@ -1,16 +1,21 @@
-"""The asyncio driver of the delivery protocol: callbacks run on the event loop thread."""
+"""The asyncio driver of the delivery protocol: callbacks run on the event loop thread.
+
+The worker's events reach the loop through an :class:`Inbox`; :func:`advance` answers
+what :func:`~.driving.carry_out` needs by awaiting, and :func:`settle` gives an
+interrupted stream its terminal. The pull style's ``async for`` uses the same three.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import inspect
+from collections.abc import Generator
 from contextvars import Token
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
-from ..errors import BlazenError
 from .checks import check_reentry, start_delivering, stop_delivering
 from .coro import cancelled_unstarted
 from .delivery import (
@@ -21,13 +26,87 @@ from .delivery import (
     ErrorCallback,
     not_started,
 )
-from .events import Call, Deliver, Exit, Join, Stop, Wait, WorkerEvent
+from .driving import Ended, Need, Returned, carry_out, is_interrupt
+from .events import Exit, Join, Wait, WorkerEvent
 from .worker import start_soon
 
 if TYPE_CHECKING:
     from .model import ChatModel
+    from .worker import Run
 
-__all__ = ["complete_async"]
+__all__ = ["Inbox", "advance", "complete_async", "how", "interrupts", "settle"]
+
+Ops = Generator[Need, Any, Optional[CompletionResponse]]
+
+
+class Inbox:
+    """A stream's worker events on the running loop: posted from the worker's thread."""
+
+    __slots__ = ("exited", "loop", "queue")
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[WorkerEvent] = asyncio.Queue()
+        #: The worker's EXIT has been taken from the queue.
+        self.exited = False
+
+    def put(self, item: WorkerEvent) -> None:
+        """The worker's only way into the loop; raises RuntimeError once the loop closed."""
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+
+    async def get(self, seconds: Optional[float]) -> Optional[WorkerEvent]:
+        """The next event, or None after ``seconds`` (None: wait for ever)."""
+        events = self.queue
+        item: Optional[WorkerEvent]
+        if not events.empty():
+            item = events.get_nowait()
+        elif seconds is None:
+            item = await events.get()
+        else:
+            try:
+                item = await asyncio.wait_for(events.get(), seconds)
+            except asyncio.TimeoutError:
+                item = None
+        if isinstance(item, Exit):
+            self.exited = True
+        return item
+
+    async def wait_exit(self, run: Run) -> None:
+        """Wait until ``run``'s worker has exited (its last event taken, its thread ended)."""
+        if not run.queued:
+            return  # interrupted before its worker was handed to the starter
+        while not self.exited:
+            self.exited = isinstance(await self.queue.get(), Exit)
+        # EXIT is the worker's last act; the thread ends a few instructions later. Poll for
+        # that rather than join in an executor: the application's executor may be busy, and
+        # no worker may outlive the call.
+        while run.thread.is_alive():
+            await asyncio.sleep(0.0005)
+
+
+def interrupts(exc: BaseException) -> bool:
+    """Ctrl-C, or the cancellation of the running task (a callback's own raise is not one)."""
+    return is_interrupt(exc) or (isinstance(exc, asyncio.CancelledError) and _task_cancelling())
+
+
+async def advance(
+    ops: Ops, inbox: Inbox, run: Run, throw: Optional[BaseException] = None
+) -> Union[Returned, Ended]:
+    """Resume ``ops`` (throwing ``throw`` in) and answer what it needs by awaiting, until a
+    callback returned something or the stream succeeded. The stream's error propagates.
+    """
+    try:
+        need = ops.send(None) if throw is None else ops.throw(throw)
+        while True:
+            if isinstance(need, Wait):
+                need = ops.send(await inbox.get(need.seconds))
+            elif isinstance(need, Join):
+                await inbox.wait_exit(run)
+                need = ops.send(None)
+            else:
+                return need
+    except StopIteration as stop:
+        return Ended(stop.value)
 
 
 async def complete_async(
@@ -43,41 +122,16 @@ async def complete_async(
 ) -> Optional[CompletionResponse]:
     """Run one request on a worker thread and deliver its events on the running loop."""
     check_reentry(model)
-    loop = asyncio.get_running_loop()
-    events: asyncio.Queue[WorkerEvent] = asyncio.Queue()
-    exited = False
-    handed = False  # the worker was handed to the starter thread
+    inbox = Inbox()
     delivery: Optional[Delivery] = None
     unsubscribe: list[Callable[[], None]] = []
     entered: Optional[Token[Any]] = None
-
-    async def wait_exit() -> None:
-        nonlocal exited
-        assert delivery is not None
-        run = delivery.run
-        if not handed:
-            return  # interrupted before its worker was handed to the starter
-        while not exited:
-            exited = isinstance(await events.get(), Exit)
-        # EXIT is the worker's last act; the thread ends a few instructions later. Poll for
-        # that rather than join in an executor: the application's executor may be busy, and
-        # no worker may outlive the call.
-        while run.thread.is_alive():
-            await asyncio.sleep(0.0005)
-
-    # A chunk callback's SystemExit ends the stream like any raise, then propagates once the
-    # terminal callback has run.
-    propagate: Optional[BaseException] = None
     try:
         # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
-        def put(item: WorkerEvent) -> None:
-            # The worker's only way into the loop; raises RuntimeError once the loop closed.
-            loop.call_soon_threadsafe(events.put_nowait, item)
-
         delivery = Delivery.open(
             model,
             req,
-            put,
+            inbox.put,
             stream=stream,
             on_chunk=on_chunk,
             on_done=on_done,
@@ -87,88 +141,18 @@ async def complete_async(
         )
         unsubscribe = delivery.subscribe()
         entered = start_delivering(delivery)
-        # Thread.start() waits for the new thread to run; hundreds of streams starting at
-        # once would stall the loop for that long, so blazen's own starter thread does it
-        # (never the application's executor, which may be busy for seconds).
         if cancelled_unstarted():
             # The task was cancelled before it ran: the worker returns without sending.
             delivery.run.abort.abort()
+        # Thread.start() waits for the new thread to run; hundreds of streams starting at
+        # once would stall the loop for that long, so blazen's own starter thread does it
+        # (never the application's executor, which may be busy for seconds).
         start_soon(delivery.run)
-        handed = True
-        steps = delivery.steps()
-        op = next(steps)
-        try:
-            while True:
-                if isinstance(op, Wait):
-                    item: Optional[WorkerEvent]
-                    if not events.empty():
-                        item = events.get_nowait()
-                    elif op.seconds is None:
-                        item = await events.get()
-                    else:
-                        try:
-                            item = await asyncio.wait_for(events.get(), op.seconds)
-                        except asyncio.TimeoutError:
-                            item = None
-                    if isinstance(item, Exit):
-                        exited = True
-                    op = steps.send(item)
-                elif isinstance(op, Deliver):
-                    fn = op.fn
-                    raised: Optional[BaseException] = None
-                    for chunk in op.chunks:
-                        if delivery.cancelled:
-                            break  # cancel() has returned: not one more chunk
-                        try:
-                            result = fn(chunk)
-                            if inspect.isawaitable(result):
-                                await result
-                        except asyncio.CancelledError as exc:
-                            if _task_cancelling():
-                                raise  # the task is being cancelled: handled below
-                            raised = exc  # the callback's own raise, like any other
-                            break
-                        except KeyboardInterrupt:
-                            raise  # Ctrl-C, wherever it lands: the stream is cancelled (below)
-                        except BaseException as exc:
-                            raised = exc
-                            if isinstance(exc, SystemExit):
-                                propagate = exc
-                            break
-                    op = steps.send(raised)
-                elif isinstance(op, Call):
-                    # Settled as it is entered, at most once (an interrupt owes nothing then).
-                    for result in delivery.call(op):
-                        if inspect.isawaitable(result):
-                            await result
-                    op = steps.send(None)
-                else:
-                    if isinstance(op, Stop):
-                        delivery.run.abort.abort()
-                    else:
-                        assert isinstance(op, Join)
-                    await wait_exit()
-                    delivery.worker_gone = True
-                    op = steps.send(None)
-        except StopIteration as stop:
-            if propagate is not None:
-                raise propagate from None
-            response: Optional[CompletionResponse] = stop.value
-            return response
-        except BlazenError:
-            if propagate is not None:
-                raise propagate from None
-            raise
+        return await _drive(delivery, inbox)
     except GeneratorExit:
         # The coroutine is being closed (a pending task collected, its loop gone): nothing
         # may be awaited now. End the stream and say its terminal without waiting.
-        if delivery is not None:
-            delivery.interrupt("the coroutine being closed")
-            owed = delivery.owed()
-            if owed is not None:
-                _call_now(delivery.call, owed)
-        elif on_error is not None:
-            _call_now(on_error, not_started("the coroutine being closed"))
+        _close_now(delivery, on_error)
         raise
     except BaseException as exc:
         # Whenever the task is cancelled, Ctrl-C lands or a signal handler raises (a read, a
@@ -176,27 +160,9 @@ async def complete_async(
         # before it propagates. After the terminal (an error raised for want of on_error,
         # a raising on_done) nothing is owed.
         if delivery is None:
-            await _not_started(on_error, _how(exc))
-            raise
-        # The socket is then shut down; the worker exits at once. Waiting for it here keeps
-        # the promise that no worker outlives the call, and a second cancel of the task
-        # (wait_for's, say) or a second Ctrl-C must not skip the terminal still owed: each
-        # step is idempotent, so an interrupt inside one starts it over.
-        for _ in INTERRUPT_RETRIES:
-            try:
-                delivery.interrupt(_how(exc))
-                waiting = asyncio.ensure_future(wait_exit())
-                while not waiting.done():
-                    with contextlib.suppress(BaseException):
-                        await asyncio.shield(waiting)
-                owed = delivery.owed()
-                if owed is not None:
-                    for result in delivery.call(owed):
-                        if inspect.isawaitable(result):
-                            await result
-                break
-            except BaseException:  # the first interrupt is the one that propagates
-                pass
+            await _not_started(on_error, how(exc))
+        else:
+            await settle(delivery, inbox, how(exc))
         raise
     finally:
         if entered is not None:
@@ -210,6 +176,65 @@ async def complete_async(
             delivery.run.abort.abort()
 
 
+async def _drive(delivery: Delivery, inbox: Inbox) -> Optional[CompletionResponse]:
+    """Carry out the delivery protocol's operations on the loop, awaiting what is awaitable."""
+    run = delivery.run
+    ops = carry_out(delivery, interrupts)
+    throw: Optional[BaseException] = None
+    while True:
+        got = await advance(ops, inbox, run, throw)
+        if isinstance(got, Ended):
+            return got.response
+        throw = None
+        if inspect.isawaitable(got.value):
+            try:
+                await got.value
+            except BaseException as exc:  # the callback's raise: the protocol judges it
+                throw = exc
+
+
+async def settle(delivery: Delivery, inbox: Inbox, how: str) -> Optional[BaseException]:
+    """After an interrupt: end the stream, wait for its worker, make the terminal still owed.
+
+    The socket is shut down; the worker exits at once. Waiting for it keeps the promise
+    that no worker outlives the call, and a second cancel of the task (wait_for's, say) or
+    a second Ctrl-C must not skip the terminal still owed: each step is idempotent, so an
+    interrupt inside one starts it over. Returns the first interrupt absorbed meanwhile,
+    which the caller raises unless it is already raising one: a cancel aimed at the
+    caller's task is never swallowed here.
+    """
+    absorbed: Optional[BaseException] = None
+    for _ in INTERRUPT_RETRIES:
+        try:
+            delivery.interrupt(how)
+            waiting = asyncio.ensure_future(inbox.wait_exit(delivery.run))
+            while not waiting.done():
+                try:
+                    await asyncio.shield(waiting)
+                except BaseException as exc:
+                    absorbed = exc if absorbed is None else absorbed
+            owed = delivery.owed()
+            if owed is not None:
+                for result in delivery.call(owed):
+                    if inspect.isawaitable(result):
+                        await result
+            break
+        except BaseException as exc:  # the next try starts the step over
+            absorbed = exc if absorbed is None else absorbed
+    return absorbed
+
+
+def _close_now(delivery: Optional[Delivery], on_error: Optional[ErrorCallback]) -> None:
+    """End the stream of a coroutine being closed, and say its terminal without awaiting."""
+    if delivery is not None:
+        delivery.interrupt("the coroutine being closed")
+        owed = delivery.owed()
+        if owed is not None:
+            _call_now(delivery.call, owed)
+    elif on_error is not None:
+        _call_now(on_error, not_started("the coroutine being closed"))
+
+
 def _call_now(fn: Callable[..., Any], *args: Any) -> None:
     # No awaiting while a coroutine closes: an async callback's coroutine is closed unrun.
     try:
@@ -220,7 +245,8 @@ def _call_now(fn: Callable[..., Any], *args: Any) -> None:
         result.close()
 
 
-def _how(exc: BaseException) -> str:
+def how(exc: BaseException) -> str:
+    """What interrupted a stream on the event loop, for its CancelledError."""
     if isinstance(exc, asyncio.CancelledError):
         return "cancellation of the asyncio task"
     if isinstance(exc, KeyboardInterrupt):

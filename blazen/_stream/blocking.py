@@ -9,12 +9,11 @@ returns while the worker is still running.
 from __future__ import annotations
 
 import queue
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
-from ..errors import BlazenError
 from .checks import check_reentry, delivering
 from .delivery import (
     INTERRUPT_RETRIES,
@@ -26,12 +25,14 @@ from .delivery import (
     new_gate,
     not_started,
 )
-from .events import Call, Deliver, Join, Stop, Wait, WorkerEvent
+from .driving import Ended, Need, Returned, carry_out
+from .events import Join, Wait, WorkerEvent
 
 if TYPE_CHECKING:
     from .model import ChatModel
+    from .worker import Run
 
-__all__ = ["complete_blocking"]
+__all__ = ["advance", "complete_blocking", "how", "refusal", "settle"]
 
 
 def complete_blocking(
@@ -92,14 +93,14 @@ def complete_blocking(
         try:
             for _ in INTERRUPT_RETRIES:
                 try:
-                    _settle(delivery, on_error, exc, unstarted)
+                    settle(delivery, on_error, how(exc), unstarted)
                     break
                 except BaseException:  # the next try starts the step over
                     continue
         except BaseException:  # landed on the loop's jump back: one try more
             # Not contextlib.suppress(): building it is a call, outside any try.
             try:  # noqa: SIM105
-                _settle(delivery, on_error, exc, unstarted)
+                settle(delivery, on_error, how(exc), unstarted)
             except BaseException:
                 pass
         raise
@@ -112,10 +113,10 @@ def complete_blocking(
             delivery.run.wait_exit()
 
 
-def _settle(
+def settle(
     delivery: Optional[Delivery],
     on_error: Optional[ErrorCallback],
-    exc: BaseException,
+    how: str,
     unstarted: Iterator[bool],
 ) -> None:
     """After an interrupt: end the stream, wait for its worker, make the terminal still owed.
@@ -124,35 +125,70 @@ def _settle(
     """
     if delivery is None:
         if on_error is not None:
-            call_once(unstarted, on_error, (not_started(_how(exc)),))
+            call_once(unstarted, on_error, (not_started(how),))
         return
-    delivery.interrupt(_how(exc))
+    delivery.interrupt(how)
     delivery.run.wait_exit()
     owed = delivery.owed()
     if owed is not None:
         delivery.call(owed)
 
 
-def _refuse_awaitable(result: Any, name: str) -> None:
-    """TypeError if a callback returned a coroutine, which a blocking call cannot await.
+def refusal(returned: Returned) -> Optional[TypeError]:
+    """The TypeError for a callback that returned a coroutine, which a blocking call cannot await.
 
     An ``async def`` behind a decorator that hides it passes the check made up front;
-    its coroutine would otherwise be dropped, every chunk lost without a word.
+    its coroutine would otherwise be dropped, every chunk lost without a word. Any other
+    value a callback returns is ignored.
     """
-    if hasattr(result, "__await__"):
-        if hasattr(result, "close"):
-            result.close()  # never awaited: close it, or Python warns about it
-        msg = (
-            f"{name} returned a coroutine, which a blocking call cannot await: use "
-            "`await Streaming.complete_async(...)`, or pass a plain function"
-        )
-        raise TypeError(msg)
+    result = returned.value
+    if not hasattr(result, "__await__"):
+        return None
+    if hasattr(result, "close"):
+        result.close()  # never awaited: close it, or Python warns about it
+    msg = (
+        f"{returned.of} returned a coroutine, which a blocking call cannot await: use "
+        "`await Streaming.complete_async(...)`, or pass a plain function"
+    )
+    return TypeError(msg)
 
 
-def _how(exc: BaseException) -> str:
+def how(exc: BaseException) -> str:
+    """What interrupted a stream on the calling thread, for its CancelledError."""
     if isinstance(exc, KeyboardInterrupt):
         return "Ctrl-C (KeyboardInterrupt)"
     return f"{type(exc).__name__} raised on the calling thread (by a signal handler?)"
+
+
+def advance(
+    ops: Generator[Need, Any, Optional[CompletionResponse]],
+    get: Callable[..., WorkerEvent],
+    run: Run,
+    throw: Optional[BaseException] = None,
+) -> Union[Returned, Ended]:
+    """Resume ``ops`` (throwing ``throw`` in) and answer what it needs on this thread, until
+    a callback returned something or the stream succeeded. The stream's error propagates.
+
+    ``get`` is the queue's: ``SimpleQueue.get`` is interruptible, so Ctrl-C raises
+    KeyboardInterrupt in it.
+    """
+    try:
+        need = ops.send(None) if throw is None else ops.throw(throw)
+        while True:
+            if isinstance(need, Wait):
+                item: Optional[WorkerEvent]
+                try:
+                    item = get() if need.seconds is None else get(timeout=need.seconds)
+                except queue.Empty:
+                    item = None
+                need = ops.send(item)
+            elif isinstance(need, Join):
+                run.wait_exit()
+                need = ops.send(None)
+            else:
+                return need
+    except StopIteration as stop:
+        return Ended(stop.value)
 
 
 def _drive(
@@ -161,62 +197,10 @@ def _drive(
     """Carry out the delivery protocol's operations on the calling thread."""
     run = delivery.run
     get = events.get
-    steps = delivery.steps()
-    send = steps.send
-    op = next(steps)
-    # A chunk callback's SystemExit ends the stream like any raise, then propagates once the
-    # terminal callback has run.
-    propagate: Optional[BaseException] = None
-    try:
-        while True:
-            if isinstance(op, Wait):
-                # SimpleQueue.get is interruptible: Ctrl-C raises KeyboardInterrupt here.
-                item: Optional[WorkerEvent]
-                try:
-                    item = get() if op.seconds is None else get(timeout=op.seconds)
-                except queue.Empty:
-                    item = None
-                op = send(item)
-            elif isinstance(op, Deliver):
-                fn = op.fn
-                raised: Optional[BaseException] = None
-                for chunk in op.chunks:
-                    if delivery.cancelled:
-                        break  # cancel() has returned: not one more chunk
-                    try:
-                        returned = fn(chunk)
-                        if returned is not None:  # the common None costs one compare
-                            _refuse_awaitable(returned, "on_chunk")
-                    except KeyboardInterrupt:
-                        raise  # Ctrl-C, wherever it lands: the stream is cancelled (above)
-                    except BaseException as exc:
-                        raised = exc
-                        if isinstance(exc, SystemExit):
-                            propagate = exc
-                        break
-                op = send(raised)
-            elif isinstance(op, Call):
-                # Settled as the callback is entered, at most once: see call_once.
-                for returned in delivery.call(op):
-                    if returned is not None:
-                        _refuse_awaitable(returned, "on_done or on_error")
-                op = send(None)
-            else:
-                if isinstance(op, Stop):
-                    run.abort.abort()
-                else:
-                    assert isinstance(op, Join)
-                run.wait_exit()
-                delivery.worker_gone = True
-                op = send(None)
-    except StopIteration as stop:
-        if propagate is not None:
-            raise propagate from None
-        response: Optional[CompletionResponse] = stop.value
-        return response
-    except BlazenError:
-        # No error handler: the error is raised, unless a KeyboardInterrupt or SystemExit
-        # from a callback was waiting to propagate.
-        if propagate is not None:
-            raise propagate from None
-        raise
+    ops = carry_out(delivery)
+    throw: Optional[TypeError] = None
+    while True:
+        got = advance(ops, get, run, throw)
+        if isinstance(got, Ended):
+            return got.response
+        throw = refusal(got)

@@ -43,6 +43,7 @@ from .events import (
     Failed,
     Op,
     Queued,
+    Switched,
     Wait,
     WorkerEvent,
 )
@@ -324,6 +325,10 @@ class Delivery:
             elif isinstance(item, Queued):
                 queued = item.waiting
                 last = now()
+            elif isinstance(item, Switched):
+                last = now()  # a fallback's next model starts: its own time, not idleness
+                if self.telemetry is not None:
+                    self.telemetry.hop(item.provider, item.model, item.error)
             else:  # Progress: a retry is starting, which is not being idle
                 last = now()
                 if self.telemetry is not None:

@@ -15,14 +15,15 @@ waits between them: the next blocking read starts only after the batch is posted
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._http import Abort, HttpRequest, Response, framer, retry_delay
+from .._http import Abort, HttpRequest, ReadBudget, Response, framer, retry_delay
 from .._kit import SHAPE_ERRORS, StreamState, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk
 from ..errors import BlazenError, ConnectionError, InternalError, safe_str
-from .events import PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
+from .events import PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
+from .usage import priced
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -63,26 +64,66 @@ class Exchange:
         self.delivered = False
 
     def run(self) -> None:
-        """Send the request until it succeeds, fails for good or is aborted."""
+        """Send the request until it succeeds, fails for good or is aborted.
+
+        A fallback model (its ``chain`` of members) is tried member by member while nothing
+        has reached the caller and the failure is one the chain moves on for; the stream
+        still has one terminal in all.
+        """
         if self.abort.aborted:
             return  # ended before the worker ran (a task cancelled at once): send nothing
+        chain = self.model.chain
+        if len(chain) == 1:
+            err = self.member()
+            if err is not None:
+                self.post(Failed(err))
+            return
+        fallback = self.model
+        tried: list[tuple[ChatModel, BlazenError]] = []
+        for member in chain:
+            self.model = member
+            err = self.member()
+            if err is None or self.abort.aborted:
+                return
+            tried.append((member, err))
+            if self.delivered or member is chain[-1] or not fallback.switches(err):
+                break
+            logger.info(
+                "fallback: %s (%s) failed before any chunk (%s); trying %s",
+                member.provider,
+                member.model,
+                member.redact(f"{type(err).__name__}: {err.message}"),
+                chain[len(tried)].provider,
+            )
+            self.post(Switched(member.provider, member.model, err))
+        last = tried[-1][1]
+        if len(tried) > 1:
+            last.message = (
+                f"the fallback tried {len(tried)} models and none answered: {_describe(tried)}"
+            )
+            last.args = (last.message,)
+        last.attempts = tuple(e for _, e in tried)
+        self.post(Failed(last))
+
+    def member(self) -> Optional[BlazenError]:
+        """Send the request to :attr:`model` with its retries: None if it ended (answered or
+        aborted), else the error to report."""
         model = self.model
         opts = model.options
         try:
             http = model.wire.build(self.req, stream=self.stream)
         except BlazenError as build_error:
-            self.post(Failed(build_error))
-            return
+            return build_error
         attempt = 0
         while True:
             self.state = StreamState()
             try:
                 with model.transport.slot(self.abort, self._queued):
                     self.attempt(http)
-                return
+                return None
             except Exception as exc:
                 if self.abort.aborted:
-                    return  # the caller decided how this stream ends
+                    return None  # the caller decided how this stream ends
                 err = exc if isinstance(exc, BlazenError) else self._bug(exc)
             if not self.delivered and attempt < opts.max_retries:
                 delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
@@ -98,7 +139,7 @@ class Exchange:
                     )
                     self.post(PROGRESS)
                     if self.abort.event.wait(delay):
-                        return
+                        return None
                     continue
             if err.retry_after is not None and err.retry_after > opts.retry_after_cap:
                 err.message += (
@@ -107,8 +148,7 @@ class Exchange:
                 )
             err.partial = self.state.text
             err.partial_reasoning = self.state.reasoning
-            self.post(Failed(err))
-            return
+            return err
 
     def attempt(self, http: HttpRequest) -> None:
         """Send ``http`` once and read the answer to its end; raises a blazen error if not."""
@@ -132,11 +172,14 @@ class Exchange:
                 resp.release()
                 self.post(Done(response))
                 return
-            response = self.read_stream(resp)
+            response, cut = self.read_stream(resp)
             # Done goes before the drain: the caller may finish while the rest is read.
             self.post(Done(response))
             finished = True
-            resp.release()
+            if cut:
+                resp.close()  # the server never ended the body: not a connection to reuse
+            else:
+                resp.release()
         finally:
             if not finished:
                 resp.close()
@@ -146,7 +189,7 @@ class Exchange:
         opts = self.model.options
         body = resp.read_body(opts.max_event_bytes, within=opts.idle_timeout)
         try:
-            response = wire.parse_response(body)
+            response = priced(wire.parse_response(body), wire.provider, self.model.model)
         except BlazenError:
             raise
         except SHAPE_ERRORS as exc:
@@ -156,11 +199,12 @@ class Exchange:
             response = with_output(self.req.output, response)
         return response
 
-    def read_stream(self, resp: Response) -> CompletionResponse:
+    def read_stream(self, resp: Response) -> tuple[CompletionResponse, bool]:
         """Fold the streamed body into :attr:`state`, posting each read's chunks as one batch.
 
-        Returns the assembled response once the provider's end signal came; the last batch
-        holds the final chunk (``is_final``). Raises if the body ends before that signal.
+        Returns the assembled response once the provider's end signal came (the last batch
+        holds the final chunk, ``is_final``), and whether the body was given up on after it
+        (see ``StreamState.read_on``). Raises if the body ends before that signal.
         """
         wire = self.model.wire
         provider = wire.provider
@@ -170,12 +214,28 @@ class Exchange:
         frames = framer(wire.framing, provider=provider, max_event_bytes=cap)
         feed = frames.feed
         read = resp.read
-        post = self.post
         data = ""
+        # Reading on after an end signal that may not be the last (state.read_on): each
+        # wait for more gets TAIL_GRACE, renewed only by content, so a server that goes
+        # quiet (or trickles nothing new) after it holds the call about a second at most.
+        tail: Optional[ReadBudget] = None
+        grew = False  # content came after the latest end signal
         while True:
-            raw = read()
-            batch = feed(raw) if raw else frames.end()
-            pending: list[StreamChunk] = []
+            try:
+                raw = read()
+                batch = feed(raw) if raw else frames.end()
+            except BlazenError:
+                if tail is None or self.abort.aborted or (grew and not tail.spent()):
+                    raise
+                # The grace ran out, or the connection failed with nothing after the end
+                # signal: the answer ended at it.
+                pending: list[StreamChunk] = []
+                try:
+                    return self._assembled(data, pending), True
+                finally:
+                    self._post(pending)
+            pending = []
+            ended = not raw
             try:
                 for event, data in batch:
                     try:
@@ -186,15 +246,29 @@ class Exchange:
                         raise shape_error(provider, exc, data) from exc
                     if chunk is not None:
                         pending.append(chunk)
+                        if tail is not None:
+                            # More came after the end signal: the answer goes on.
+                            grew = True
+                            tail = resp.limit_reads(TAIL_GRACE)
                     if state.finished:
-                        break
-                if state.finished or not raw:
-                    return self._assembled(data, pending)
+                        if state.read_on:
+                            # An end signal that may not be the last: read on, a short while.
+                            state.read_on = False
+                            grew = False
+                            tail = resp.limit_reads(TAIL_GRACE)
+                        elif tail is None:
+                            ended = True  # the end signal, and nothing may follow it
+                            break
+                if ended:
+                    return self._assembled(data, pending), False
             finally:
                 # Whatever ends the stream, the chunks read before it reach the caller first.
-                if pending:
-                    self.delivered = True
-                    post(Chunks(pending))
+                self._post(pending)
+
+    def _post(self, pending: list[StreamChunk]) -> None:
+        if pending:
+            self.delivered = True
+            self.post(Chunks(pending))
 
     def _assembled(self, data: str, pending: list[StreamChunk]) -> CompletionResponse:
         """The response at the end of the body; the final chunk joins ``pending``."""
@@ -211,7 +285,7 @@ class Exchange:
         # Assembled before the final chunk goes out: a value of the wrong type (a number as
         # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
         try:
-            response = state.response()
+            response = priced(state.response(), provider, self.model.model)
         except SHAPE_ERRORS as exc:
             raise shape_error(provider, exc, data) from exc
         # Typed output is read once, here: an answer that is not the type is the stream's
@@ -235,3 +309,12 @@ class Exchange:
         err.__cause__ = exc
         return err
 
+
+#: How long the stream waits for more after an end signal that may not be the last
+#: (Gemini's finishReason, see StreamState.read_on), renewed by each payload with content.
+TAIL_GRACE = 1.0
+
+
+def _describe(tried: list[tuple[ChatModel, BlazenError]]) -> str:
+    """One line naming each attempt: ``openai (gpt-4o): RateLimitError: ...; ...``."""
+    return "; ".join(f"{m.provider} ({m.model}): {type(e).__name__}: {e.message}" for m, e in tried)

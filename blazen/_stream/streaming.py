@@ -187,9 +187,12 @@ class Streaming:
     ) -> ChunkStream:
         """Pull style: the chunks as a ``for`` loop, inside a ``with`` block.
 
-        The same contract: a failed stream raises its error from the loop, and
-        ``chunks.response`` holds the response after it. Leaving the block early (``break``,
-        an exception) or dropping the object cancels the stream and closes its socket::
+        The same contract, carried out by the loop on this thread (one worker thread does
+        the I/O): a failed stream raises its error from the loop, and ``chunks.response``
+        holds the response after it. ``chunks.events()`` yields every event instead:
+        :class:`~blazen.ChunkEvent` values, then exactly one :class:`~blazen.DoneEvent` or
+        :class:`~blazen.ErrorEvent`. ``break`` leaves the stream running for another loop;
+        leaving the block or dropping the object cancels it and closes its socket::
 
             with Streaming.stream(model, req) as chunks:
                 for chunk in chunks:
@@ -211,7 +214,9 @@ class Streaming:
     ) -> AsyncChunkStream:
         """Pull style on asyncio: ``async with Streaming.stream_async(...) as chunks``.
 
-        ``async for chunk in chunks`` inside it; the same contract as :meth:`stream`.
+        ``async for chunk in chunks`` (or ``async for event in chunks.events()``) inside it;
+        the same contract as :meth:`stream`, carried out in the caller's task: cancelling
+        that task ends the stream and propagates, leaving the block included.
         """
         from .pull import AsyncChunkStream
 

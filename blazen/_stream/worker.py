@@ -48,6 +48,7 @@ def start_soon(run: Run) -> None:
     workers in order and exits after :data:`STARTER_IDLE` seconds without work.
     """
     _to_start.put(run)
+    run.queued = True
     with _starter_lock:
         if not _starter:
             starter = threading.Thread(target=_start_workers, name="blazen-starter", daemon=True)
@@ -103,7 +104,7 @@ class Run:
     threads race to write it. (``start`` writes ``EXITED`` too when no thread could start.)
     """
 
-    __slots__ = ("_gone", "_patience", "exchange", "phase", "put", "thread")
+    __slots__ = ("_gone", "_patience", "exchange", "phase", "put", "queued", "thread")
 
     def __init__(
         self,
@@ -117,6 +118,9 @@ class Run:
         self.exchange = Exchange(model, req, self.post, Abort(), stream=stream)
         self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
         self.phase = Phase.NEW
+        #: The caller handed this run to the starter thread (:func:`start_soon`). The
+        #: caller's own note, written on its thread only: not a phase of the worker's.
+        self.queued = False
         # Held from here until the worker's last act releases it (a plain lock may be
         # released by any thread). The caller waits on it, never on a threading.Event:
         # Event and Condition are Python code, and a signal handler raising inside them on

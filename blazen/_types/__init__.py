@@ -25,6 +25,7 @@ from .completion import (
     server_tool_chunk,
     stream_chunk,
 )
+from .embedding import EmbeddingResponse, Vector
 from .frozen import FrozenInstanceError, immutable
 from .messages import (
     AUDIO_FORMATS,
@@ -39,6 +40,7 @@ from .messages import (
     VideoPart,
 )
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
+from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -46,11 +48,15 @@ __all__ = [
     "Attachment",
     "AudioPart",
     "ChatMessage",
+    "ChunkEvent",
     "Citation",
     "CompletionRequest",
     "CompletionResponse",
     "ContentPart",
     "DocumentPart",
+    "DoneEvent",
+    "EmbeddingResponse",
+    "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
     "ProviderItem",
@@ -59,11 +65,13 @@ __all__ = [
     "ServerToolEvent",
     "StopDetails",
     "StreamChunk",
+    "StreamEvent",
     "TextPart",
     "TokenUsage",
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "Vector",
     "VideoPart",
     "immutable",
     "server_tool_chunk",

@@ -301,6 +301,14 @@ class AgentRun:
         for r in results:
             self.messages.append(Llm.tool_result(r.call.id, r.content, is_error=r.is_error))
             self.results.append(r)
+        images = [(r, i) for r in results for i in r.images]
+        if images:
+            # After every result of the turn: OpenAI-format wires want the tool messages
+            # right after the call, and take images only in a user message.
+            names = ", ".join(dict.fromkeys(f"{r.call.name} ({r.call.id})" for r, _ in images))
+            self.messages.append(
+                Llm.user(f"The images returned by {names}:", images=[i for _, i in images])
+            )
         if self.settings.stop_on_tool_error:
             failed = next((r for r in results if r.kind == "raised"), None)
             if failed is not None:

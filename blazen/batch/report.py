@@ -33,6 +33,8 @@ class BatchReport:
     final_concurrency: int = 0
     interrupted: bool = False
     out: Optional[str] = None
+    #: Provider batches sent or picked up (``via="provider"``); 0 for streamed runs.
+    batches: int = 0
 
     @property
     def requests_per_second(self) -> float:
@@ -41,6 +43,8 @@ class BatchReport:
 
     def __str__(self) -> str:
         head = "batch interrupted" if self.interrupted else "batch"
+        if self.batches:
+            head += f" ({self.batches} provider batch{'es' if self.batches != 1 else ''})"
         text = (
             f"{head}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped"
             f"{f', {self.cancelled} cancelled' if self.cancelled else ''}"

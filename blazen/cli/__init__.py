@@ -25,6 +25,19 @@ escapes in JSON.
 With no prompt on a terminal (stdin and stdout both), ``blazen chat`` is an interactive
 session (:mod:`.session`): the conversation is kept across turns, ``--continue FILE``
 resumes a saved one, ``--stats`` reports tokens and speed after each answer.
+
+Every wait of the command and what bounds it:
+
+| wait                                        | bounded by                                    |
+|---------------------------------------------|-----------------------------------------------|
+| the stream (one-shot, or one turn)          | ``--timeout``, the model's connect and idle   |
+|                                             | timeouts; Ctrl-C cancels it (exit 130, or the |
+|                                             | session goes on)                              |
+| the local model starting                    | its ``startup_timeout`` (300 s); Ctrl-C       |
+| a prompt from stdin, a batch input file     | its writer's end of file; Ctrl-C              |
+| the interactive prompt                      | the person: Ctrl-D or ``/exit`` leaves        |
+| writing to stdout                           | its reader; a reader gone is exit 141         |
+| ``blazen batch``                            | the table of :mod:`blazen.batch.run`          |
 """
 
 from __future__ import annotations
@@ -59,6 +72,11 @@ EXIT_STATUSES = (
 # temperature (0.2) it mostly repeats itself.
 LOCAL_MAX_TOKENS = 128
 LOCAL_TEMPERATURE = 0.7
+
+
+#: ``--api`` of ``blazen chat`` and ``blazen batch``: which OpenAI-format API to speak.
+API_CHOICES = ("chat", "responses")
+API_HELP = "OpenAI-format providers: chat completions (default) or the Responses API"
 
 
 class _UsageError(Exception):
@@ -106,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     chat.add_argument("--model", help="the model id (default: the provider's default)")
     chat.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    chat.add_argument("--api", choices=API_CHOICES, help=API_HELP)
     chat.add_argument("--system", help="a system prompt")
     chat.add_argument("--max-tokens", type=int, help=f"local default: {LOCAL_MAX_TOKENS}")
     chat.add_argument("--temperature", type=float, help=f"local default: {LOCAL_TEMPERATURE}")
@@ -147,7 +166,11 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
                 "no --provider and no API key in the environment: using the local model "
                 "(llama-cpp-python on this machine)"
             )
+    api = getattr(args, "api", None)
     if local:
+        if api is not None:
+            msg = "--api applies to OpenAI-format providers, not to --provider local"
+            raise _UsageError(msg)
         return _start_local(args, output)
     if args.gguf is not None or args.chat_format is not None:
         msg = "--gguf and --chat-format apply only to --provider local"
@@ -156,9 +179,15 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
         if args.base_url is None:
             msg = "--provider openai_compat needs --base-url"
             raise _UsageError(msg)
-        return Providers.openai_compat("openai-compat", args.base_url, model=args.model), None
+        extra = {"api": api} if api is not None else {}
+        model = Providers.openai_compat("openai-compat", args.base_url, model=args.model, **extra)
+        return model, None
     factory = _factory(provider)
-    kwargs = {"model": args.model, "base_url": args.base_url}
+    info = PROVIDERS[provider.replace("-", "_")]
+    if api is not None and info.wire != "openai":
+        msg = f"--api applies to OpenAI-format providers; {info.name} speaks its own API"
+        raise _UsageError(msg)
+    kwargs = {"model": args.model, "base_url": args.base_url, "api": api}
     return factory(**{k: v for k, v in kwargs.items() if v is not None}), None
 
 

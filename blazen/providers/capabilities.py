@@ -69,20 +69,20 @@ WIRES: dict[str, Capabilities] = {
     # https://docs.anthropic.com/en/docs/build-with-claude/pdf-support: PDFs as base64 or
     # by URL; plain text as a text source (citations docs). Claude reads no audio or video.
     "anthropic": Capabilities(
-        reasoning_effort=None,
-        reasoning_budget="`thinking.budget_tokens`",
+        reasoning_effort="`output_config.effort`",
+        reasoning_budget="`thinking.budget_tokens` (`adaptive`: `thinking.type`)",
         documents=("application/pdf", "text/plain"),
         document_urls=("application/pdf",),
         documents_as="`document` blocks: PDF (base64 or URL), plain text",
         caching="explicit: `cache=True` puts a `cache_control` breakpoint",
-        typed_output="a forced tool",
+        typed_output='`output_config.format` (a forced tool with `structured_output="tool"`)',
     ),
     # https://ai.google.dev/gemini-api/docs/document-processing and .../audio: inline
     # base64 data or a file URI, by MIME type. .../video-understanding: video the same way,
     # inline (under 100 MB) or as a Files API URI, a YouTube URL or another fetchable URL.
     "gemini": Capabilities(
         reasoning_effort="`thinkingLevel`",
-        reasoning_budget="`thinkingBudget`",
+        reasoning_budget="`thinkingBudget` (`adaptive`: -1)",
         documents=("application/pdf", "text/*"),
         document_urls=("application/pdf", "text/*"),
         documents_as="PDF and text as `inlineData` or `fileData` (URL)",
@@ -90,6 +90,17 @@ WIRES: dict[str, Capabilities] = {
         video_as="`inlineData` or `fileData` (URL)",
         caching="automatic (`cached_tokens` reported)",
         typed_output="`generationConfig.responseJsonSchema`",
+    ),
+    # https://platform.openai.com/docs/guides/pdf-files: the Responses API takes PDFs as
+    # input_file, base64 file_data or a file_url; it documents no audio input.
+    "responses": Capabilities(
+        reasoning_effort="`reasoning.effort` (summaries on)",
+        reasoning_budget=None,
+        documents=("application/pdf",),
+        document_urls=("application/pdf",),
+        documents_as="PDF as an `input_file` (base64 or URL)",
+        caching="automatic (`cached_tokens` reported)",
+        typed_output="`text.format` (`json_schema`)",
     ),
     # Ollama's /api/chat takes text and base64 images only (no documents, audio or video).
     "ollama": Capabilities(

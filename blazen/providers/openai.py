@@ -42,7 +42,7 @@ from .._types import (
     TokenUsage,
 )
 from ..errors import ProviderError
-from .base import check_effort, reasoning_refused, refuse_server_tools
+from .base import check_effort, reasoning_refused, refuse_previous_response, refuse_server_tools
 from .capabilities import check_attachment
 from .reasoning_details import Details, sent_back
 
@@ -199,6 +199,7 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
+        refuse_previous_response(self.provider, req)
         messages = openai_messages(
             req, self.provider, self._reasoning_field, self._reasoning_details
         )

@@ -7,16 +7,20 @@ are observed in one order, and a run can end at once (time budget, cancel, failu
 waiting for a step: each step call runs under its own ``CancelToken`` as the ambient token,
 which the dispatcher cancels to stop the streams inside, and the step's thread is left to
 finish on its own.
+
+An ``async`` step call is a task instead: on the event loop of ``run_async``'s caller, or
+on a loop of the call's own thread under ``run``. Cancelling its token cancels the task.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import queue
 import threading
 import time
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken, cancel_scope
 from .._telemetry import operation_span
@@ -42,29 +46,73 @@ from .handoff import (
     StepReturned,
 )
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = ["WorkflowRun", "observer_error"]
 
 
-def _step_thread(shared: Shared, call: StepCall) -> None:
+def _attributes(call: StepCall) -> dict[str, Any]:
+    return {"blazen.workflow.step": call.step.name, "blazen.workflow.event": call.event.event_type}
+
+
+def _invoke(shared: Shared, call: StepCall) -> Any:
     step = call.step
-    outcome: Union[StepReturned, StepRaised]
-    attributes = {"blazen.workflow.step": step.name, "blazen.workflow.event": call.event.event_type}
-    try:
-        # The step thread runs in a copy of the dispatcher's context: the run's span is
-        # current, and this step's span its child.
-        with operation_span(f"step {step.name}", attributes), cancel_scope(call.token):
-            if step.wants_ctx:
-                value = step.handler(call.event, Context(shared, call))
-            else:
-                value = step.handler(call.event)
-        outcome = StepReturned(call, StepOutput.of(value).events)
-    except BaseException as exc:  # the dispatcher decides what any failure means
-        outcome = StepRaised(call, exc)
+    if step.wants_ctx:
+        return step.handler(call.event, Context(shared, call))
+    return step.handler(call.event)
+
+
+def _finish(shared: Shared, call: StepCall, outcome: Union[StepReturned, StepRaised]) -> None:
     shared.finish(outcome)
     # The call is over: what its token still reaches (a stream in a thread the step left
     # behind) works for nobody now.
     did = "returned" if isinstance(outcome, StepReturned) else "raised"
-    call.token.cancel(f"step {step.name!r} has {did}")
+    call.token.cancel(f"step {call.step.name!r} has {did}")
+
+
+def _step_thread(shared: Shared, call: StepCall) -> None:
+    if call.step.is_async:
+        import asyncio  # only runs with async steps pay for it
+
+        # A loop of this call's own: the step may await complete_async and the like.
+        asyncio.run(_step_task(shared, call))
+        return
+    outcome: Union[StepReturned, StepRaised]
+    try:
+        # The step thread runs in a copy of the dispatcher's context: the run's span is
+        # current, and this step's span its child.
+        with operation_span(f"step {call.step.name}", _attributes(call)), cancel_scope(call.token):
+            value = _invoke(shared, call)
+        outcome = StepReturned(call, StepOutput.of(value).events)
+    except BaseException as exc:  # the dispatcher decides what any failure means
+        outcome = StepRaised(call, exc)
+    _finish(shared, call, outcome)
+
+
+async def _step_task(shared: Shared, call: StepCall) -> None:
+    """An async step call, as a task on some loop; cancelled when its token is."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+
+    def cancel_task() -> None:  # any thread: the dispatcher cancels tokens on its own
+        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to cancel
+            loop.call_soon_threadsafe(task.cancel)
+
+    unsubscribe = call.token.subscribe(cancel_task)
+    outcome: Union[StepReturned, StepRaised]
+    try:
+        with operation_span(f"step {call.step.name}", _attributes(call)), cancel_scope(call.token):
+            value = await _invoke(shared, call)
+        outcome = StepReturned(call, StepOutput.of(value).events)
+    except BaseException as exc:  # asyncio.CancelledError too: the call was abandoned
+        outcome = StepRaised(call, exc)
+    finally:
+        unsubscribe()
+    _finish(shared, call, outcome)
 
 
 class WorkflowRun:
@@ -79,6 +127,7 @@ class WorkflowRun:
         max_workers: int,
         on_event: Optional[Callable[[Event], Any]],
         tokens: tuple[CancelToken, ...],
+        loop: Optional[asyncio.AbstractEventLoop] = None,
     ) -> None:
         self.shared = Shared(workflow)
         self.workflow = workflow
@@ -86,6 +135,8 @@ class WorkflowRun:
         self.max_workers = max_workers
         self.on_event = on_event
         self.tokens = tokens
+        #: The loop async steps run on (run_async's), or None: each on its thread's own.
+        self.loop = loop
         self.takers: dict[str, list[Step]] = {}
         for step in steps:
             for event_type in step.accepts:
@@ -262,6 +313,9 @@ class WorkflowRun:
             )
             call = StepCall(step, event, deadline)
             self.running[call] = None
+            if step.is_async and self.loop is not None:
+                self._start_task(call, self.loop)
+                continue
             # Each call gets a copy of this thread's context, so the ambient token it sets
             # (and any contextvar the caller set) belongs to that call alone.
             thread = threading.Thread(
@@ -271,6 +325,16 @@ class WorkflowRun:
                 daemon=True,
             )
             thread.start()
+
+    def _start_task(self, call: StepCall, loop: asyncio.AbstractEventLoop) -> None:
+        import asyncio
+
+        # The task runs in a copy of this thread's context (call_soon_threadsafe takes
+        # one), as a step thread does.
+        try:
+            asyncio.run_coroutine_threadsafe(_step_task(self.shared, call), loop)
+        except RuntimeError as exc:  # the caller's loop has closed: the call cannot run
+            self.shared.finish(StepRaised(call, exc))
 
     def _cancelled(self, token: CancelToken) -> CancelledError:
         reason = f": {token.reason}" if token.reason else ""
