@@ -246,7 +246,12 @@ def check_embed(
         raise TypeError(msg)
     size = min(batch_size or wire.batch_size, wire.batch_size)
     batches = [texts[i : i + size] for i in range(0, len(texts), size)]
-    workers = min(len(batches), concurrency or DEFAULT_CONCURRENCY, model.options.max_connections)
+    workers = min(
+        len(batches),
+        concurrency or DEFAULT_CONCURRENCY,
+        wire.concurrency,
+        model.options.max_connections,
+    )
     return wire, batches, model_name or wire.model, workers
 
 

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._http import Abort, HttpRequest, ReadBudget, Response, framer, retry_delay
 from .._kit import SHAPE_ERRORS, StreamState, shape_error
-from .._types import CompletionRequest, CompletionResponse, StreamChunk
+from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, ConnectionError, InternalError, safe_str
+from .continuation import continuation_limit, next_request
 from .events import PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
-from .usage import priced
+from .usage import priced, usage_so_far
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -42,7 +43,7 @@ class Exchange:
     ``abort`` it posts nothing more: the caller has decided how the stream ends.
     """
 
-    __slots__ = ("abort", "delivered", "model", "post", "req", "state", "stream")
+    __slots__ = ("abort", "delivered", "model", "post", "req", "sent", "state", "stream")
 
     def __init__(
         self,
@@ -62,6 +63,14 @@ class Exchange:
         self.state = StreamState()
         #: Whether a chunk has been posted (after that, nothing is retried).
         self.delivered = False
+        #: Whether a request reached the provider (an answer's headers came back).
+        self.sent = False
+
+    def usage_so_far(self) -> Optional[TokenUsage]:
+        """The usage an error carries: what the provider reported, else an estimate."""
+        return usage_so_far(
+            self.state, self.req, self.model.provider, self.model.model, sent=self.sent
+        )
 
     def run(self) -> None:
         """Send the request until it succeeds, fails for good or is aborted.
@@ -148,10 +157,60 @@ class Exchange:
                 )
             err.partial = self.state.text
             err.partial_reasoning = self.state.reasoning
+            err.usage = self.usage_so_far()
             return err
 
     def attempt(self, http: HttpRequest) -> None:
-        """Send ``http`` once and read the answer to its end; raises a blazen error if not."""
+        """Send ``http`` once and read the answer to its end; raises a blazen error if not.
+
+        A streamed turn the provider paused goes on inside this attempt: the next request
+        (:func:`~.continuation.next_request`) is sent and its body folded into the same
+        state by the same fold, so the caller sees one stream and one terminal.
+        """
+        model = self.model
+        wire = model.wire
+        opts = model.options
+        resp = self._open(http)
+        finished = False
+        try:
+            if not self.stream:
+                response = self._whole(resp)
+                finished = True
+                resp.release()
+                self.post(Done(response))
+                return
+            fold = wire.start(self.state).fold
+            limit = continuation_limit(opts.max_continuations, self.req)
+            continued = 0
+            while True:
+                cut, data, pending = self.fold_body(resp, fold)
+                try:
+                    nxt = next_request(wire, self.req, self.state, continued, limit)
+                    if nxt is None:
+                        response = self._assembled(data, pending)
+                finally:
+                    # Whatever ends the stream, the chunks read before it reach the caller
+                    # first, in one batch with the final chunk.
+                    self._post(pending)
+                if nxt is None:
+                    break
+                # A paused turn goes on in the same stream: this body is over, the next
+                # request carries the content so far (see .continuation).
+                finished = True
+                _end(resp, cut)
+                continued += 1
+                resp = self._open(wire.build(nxt, stream=True))
+                finished = False
+            # Done goes before the drain: the caller may finish while the rest is read.
+            self.post(Done(response))
+            finished = True
+            _end(resp, cut)
+        finally:
+            if not finished:
+                resp.close()
+
+    def _open(self, http: HttpRequest) -> Response:
+        """Send ``http``; the response once it is one this request can read (else raises)."""
         model = self.model
         wire = model.wire
         opts = model.options
@@ -163,26 +222,13 @@ class Exchange:
             connect_timeout=opts.connect_timeout,
             read_timeout=opts.idle_timeout,
         )
-        finished = False
+        self.sent = True
         try:
             resp.check(wire.error, stream_types=wire.stream_content_types if self.stream else None)
-            if not self.stream:
-                response = self._whole(resp)
-                finished = True
-                resp.release()
-                self.post(Done(response))
-                return
-            response, cut = self.read_stream(resp)
-            # Done goes before the drain: the caller may finish while the rest is read.
-            self.post(Done(response))
-            finished = True
-            if cut:
-                resp.close()  # the server never ended the body: not a connection to reuse
-            else:
-                resp.release()
-        finally:
-            if not finished:
-                resp.close()
+        except BaseException:
+            resp.close()
+            raise
+        return resp
 
     def _whole(self, resp: Response) -> CompletionResponse:
         wire = self.model.wire
@@ -199,17 +245,18 @@ class Exchange:
             response = with_output(self.req.output, response)
         return response
 
-    def read_stream(self, resp: Response) -> tuple[CompletionResponse, bool]:
-        """Fold the streamed body into :attr:`state`, posting each read's chunks as one batch.
+    def fold_body(
+        self, resp: Response, fold: Callable[[str, str], Optional[StreamChunk]]
+    ) -> tuple[bool, str, list[StreamChunk]]:
+        """Fold one streamed body into :attr:`state`, posting each read's chunks as one batch.
 
-        Returns the assembled response once the provider's end signal came (the last batch
-        holds the final chunk, ``is_final``), and whether the body was given up on after it
-        (see ``StreamState.read_on``). Raises if the body ends before that signal.
+        Returns at the provider's end signal: whether the body was given up on after it
+        (see ``StreamState.read_on``), the last payload, and the last read's chunks, not
+        yet posted (the final chunk joins them). Raises if the body ends before the signal.
         """
         wire = self.model.wire
         provider = wire.provider
         state = self.state
-        fold = wire.start(state).fold
         cap = self.model.options.max_event_bytes
         frames = framer(wire.framing, provider=provider, max_event_bytes=cap)
         feed = frames.feed
@@ -229,13 +276,10 @@ class Exchange:
                     raise
                 # The grace ran out, or the connection failed with nothing after the end
                 # signal: the answer ended at it.
-                pending: list[StreamChunk] = []
-                try:
-                    return self._assembled(data, pending), True
-                finally:
-                    self._post(pending)
-            pending = []
+                return True, data, []
+            pending: list[StreamChunk] = []
             ended = not raw
+            kept = False
             try:
                 for event, data in batch:
                     try:
@@ -260,10 +304,20 @@ class Exchange:
                             ended = True  # the end signal, and nothing may follow it
                             break
                 if ended:
-                    return self._assembled(data, pending), False
+                    if not state.finished:
+                        raise ConnectionError(
+                            f"{provider} ended the stream before its end signal: the answer "
+                            "is incomplete (the text received so far is on err.partial)",
+                            provider=provider,
+                            error_type="truncated",
+                            retryable=True,
+                        )
+                    kept = True
+                    return False, data, pending
             finally:
                 # Whatever ends the stream, the chunks read before it reach the caller first.
-                self._post(pending)
+                if not kept:
+                    self._post(pending)
 
     def _post(self, pending: list[StreamChunk]) -> None:
         if pending:
@@ -271,17 +325,9 @@ class Exchange:
             self.post(Chunks(pending))
 
     def _assembled(self, data: str, pending: list[StreamChunk]) -> CompletionResponse:
-        """The response at the end of the body; the final chunk joins ``pending``."""
+        """The finished stream's response; its final chunk joins ``pending``."""
         state = self.state
         provider = self.model.wire.provider
-        if not state.finished:
-            raise ConnectionError(
-                f"{provider} ended the stream before its end signal: the answer is "
-                "incomplete (the text received so far is on err.partial)",
-                provider=provider,
-                error_type="truncated",
-                retryable=True,
-            )
         # Assembled before the final chunk goes out: a value of the wrong type (a number as
         # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
         try:
@@ -318,3 +364,11 @@ TAIL_GRACE = 1.0
 def _describe(tried: list[tuple[ChatModel, BlazenError]]) -> str:
     """One line naming each attempt: ``openai (gpt-4o): RateLimitError: ...; ...``."""
     return "; ".join(f"{m.provider} ({m.model}): {type(e).__name__}: {e.message}" for m, e in tried)
+
+
+def _end(resp: Response, cut: bool) -> None:
+    # A body the server never ended is not a connection to reuse.
+    if cut:
+        resp.close()
+    else:
+        resp.release()

@@ -17,11 +17,11 @@ import os
 import queue
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._http import Abort
 from .._kit import StreamState
-from .._types import CompletionRequest
+from .._types import CompletionRequest, TokenUsage
 from ..errors import InternalError
 from .events import EXIT, Failed, WorkerEvent
 from .exchange import Exchange
@@ -145,6 +145,10 @@ class Run:
     def stream(self) -> bool:
         """Whether the request streams."""
         return self.exchange.stream
+
+    def usage_so_far(self) -> Optional[TokenUsage]:
+        """The usage an error carries: what the provider reported, else an estimate."""
+        return self.exchange.usage_so_far()
 
     def _work(self) -> None:
         if self.phase < Phase.RUNNING:  # a start() given up on has written EXITED already
