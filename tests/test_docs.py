@@ -201,6 +201,13 @@ def test_the_readme_reads_on_the_package_index():
     assert "tests/" not in text and "examples/" not in text
 
 
+def test_the_readme_counts_the_factories_there_are():
+    """"N factories in all" is the registry's size."""
+    from blazen.providers import PROVIDERS
+
+    assert f"[{len(PROVIDERS)} factories in all]" in (ROOT / "README.md").read_text()
+
+
 def test_every_install_hint_names_the_distribution():
     """No hint anywhere tells a user to install ``blazen``: that is another project."""
     def wrong(line: str) -> bool:
