@@ -241,3 +241,12 @@ def test_blazen_chat_fallback_answers_from_the_next_provider(servers, monkeypatc
     assert cli.main(["chat", "--base-url", first.base_url, "--fallback", "openai", "hi"]) == 0
     assert capsys.readouterr().out == "From second\n"
     assert len(second.requests) == 1
+
+
+def test_embeddings_never_fall_back(servers):
+    """Vectors of two models cannot be mixed: embed goes to the primary, and its error stands."""
+    first, second = servers
+    first.add(error(429, "rate_limit_error"))
+    with pytest.raises(blazen.RateLimitError):
+        Providers.fallback(member(first), member(second)).embed(["a"])
+    assert second.requests == [] and first.requests[0].path == "/v1/embeddings"

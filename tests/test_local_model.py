@@ -249,3 +249,32 @@ def test_cli_ctrl_c_during_local_stream_exits_130_and_stops_the_server():
     assert [e["kind"] for e in events].count("error") == 1
     assert "done" not in [e["kind"] for e in events]
     assert gone(server_pid(err))
+
+
+def test_the_bundled_model_embeds_texts_through_llama_cpp():
+    """``local.start(embeddings=True)``: one finite vector per text, all one width, in order.
+
+    llama-cpp-python answers with a vector per token for a model without pooling (Gemma
+    is a chat model): blazen averages them, so each text still gets one vector. The same
+    server still chats.
+    """
+    import math
+
+    texts = ["The cat sat on the mat.", "Stock markets fell sharply today.", "The cat sat on the mat."]
+    with local.start(embeddings=True) as server:
+        resp = server.model.embed(texts)
+        alone = server.model.embed(texts[1])
+        answer = Streaming.complete(server.model, Llm.completion_request([Llm.user("Hi")], max_tokens=5))
+    assert len(resp.vectors) == 3 and resp.dimensions > 100
+    assert all(len(v) == resp.dimensions and all(math.isfinite(x) for x in v) for v in resp.vectors)
+
+    def cos(a, b):
+        return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+    # One text a request (the local model's embedding_batch_size is 1): a text gets the same
+    # vector in a list as alone, and two texts are told apart.
+    v = resp.vectors
+    assert list(v[0]) == list(v[2]) and cos(v[0], v[1]) < 0.99
+    assert list(alone.vectors[0]) == list(v[1])
+    assert resp.usage is not None and resp.usage.prompt_tokens > 0
+    assert answer is not None and answer.finish_reason in ("stop", "length")

@@ -284,12 +284,3 @@ def test_no_reasoning_asks_for_no_summary(server):
     """reasoning_effort='none' is sent alone: there is no reasoning to summarise."""
     req = Llm.completion_request([Llm.user("hi")], reasoning_effort="none")
     assert body(server, req, model="gpt-5.1")["reasoning"] == {"effort": "none"}
-
-
-def test_a_provider_batch_of_a_responses_model_is_refused_saying_what_to_do(tmp_path):
-    """via='provider' speaks chat-completions batches: a Responses model is told to use chat."""
-    from blazen import batch
-
-    model = blazen.Providers.openai(api_key="k", api="responses")
-    with pytest.raises(blazen.UnsupportedError, match="api='chat'"):
-        batch.run(model, [("a", REQ)], out=tmp_path / "r.jsonl", via="provider")

@@ -125,3 +125,14 @@ def test_the_stats_line_shows_the_cost():
 
     line = Stats().line(TokenUsage(prompt_tokens=1000, completion_tokens=100).priced_as("openai", "gpt-4o-mini"))
     assert line.startswith("1000 tokens in, 100 out; $0.000210")
+
+
+def test_the_hot_path_copy_of_a_usage_is_priced_as():
+    """priced_usage (slot by slot) builds exactly what priced_as (attrs.evolve) builds."""
+    import attrs
+
+    from blazen._types import priced_usage
+
+    usage = TokenUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10, cached_tokens=2, cache_write_tokens=1, reasoning_tokens=1, partial=True)
+    fast, slow = priced_usage(usage, "openai", "gpt-4o-mini"), usage.priced_as("openai", "gpt-4o-mini")
+    assert attrs.asdict(fast) == attrs.asdict(slow) and fast.cost == slow.cost

@@ -20,19 +20,13 @@ def batch_api_for(model: ChatModel) -> BatchAPI:
     """The batch API of ``model``'s wire, or ``UnsupportedError`` for a wire without one."""
     wire = model.wire
     # Azure's batch API wants global-batch deployments and its own file paths: not spoken.
-    if isinstance(wire, OpenAIWire) and model.provider != "azure":
+    # A Responses-API model batches on OpenAI's Batch API too (endpoint /v1/responses).
+    if isinstance(wire, (OpenAIWire, ResponsesWire)) and model.provider != "azure":
         return OpenAIBatches(model, wire)
     if isinstance(wire, AnthropicWire):
         return AnthropicBatches(model, wire)
     if isinstance(wire, GeminiWire):
         return GeminiBatches(model, wire)
-    if isinstance(wire, ResponsesWire):
-        msg = (
-            f"via='provider' sends chat-completions batches; a model made with "
-            f"api='responses' has none blazen speaks: make the {model.provider} model with "
-            "api='chat' for a provider batch, or use via='stream' (the default)"
-        )
-        raise UnsupportedError(msg, provider=model.provider)
     msg = (
         f"{model.provider} has no batch API blazen speaks: via='provider' works with OpenAI "
         "(and OpenAI-compatible servers with OpenAI's Batch API), Anthropic and Gemini; use "
