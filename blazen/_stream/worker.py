@@ -34,7 +34,7 @@ from .._http import (
 from .._kit import SHAPE_ERRORS, StreamState, error_from_body, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
-from .continuation import continuation_limit, next_request
+from .continuation import continuation_limit, joined, next_request, next_whole_request
 from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
 from .usage import priced, usage_so_far
@@ -350,14 +350,30 @@ class Run:
             if status != 200:
                 self._raise_for_status(resp, status)
             if not self.stream:
-                body = resp.read_body(opts.max_event_bytes, wire.provider, within=opts.idle_timeout)
-                try:
-                    response = priced(wire.parse_response(body), wire.provider, model.model)
-                except BlazenError:
-                    raise
-                except SHAPE_ERRORS as exc:
-                    # A body of the wrong shape, as a streamed payload would be: not a bug.
-                    raise shape_error(wire.provider, exc, body) from exc
+                response = self._whole(resp)
+                limit = continuation_limit(opts.max_continuations, self.req)
+                continued = 0
+                while True:
+                    # A paused turn goes on here too, each whole answer joined to the last.
+                    nxt = next_whole_request(wire, self.req, response, continued, limit)
+                    if nxt is None:
+                        break
+                    finished = True
+                    resp.release()
+                    continued += 1
+                    http = wire.build(nxt, stream=False)
+                    resp = model.transport.open(
+                        http,
+                        self.abort,
+                        stream=False,
+                        connect_timeout=opts.connect_timeout,
+                        read_timeout=opts.idle_timeout,
+                    )
+                    finished = False
+                    if resp.status != 200:
+                        self._raise_for_status(resp, resp.status)
+                    response = joined(response, self._whole(resp))
+                response = priced(response, wire.provider, model.model)
                 finished = True
                 resp.release()
                 if self.req.output is not None:
@@ -411,6 +427,19 @@ class Run:
         finally:
             if not finished:
                 resp.close()
+
+    def _whole(self, resp: Response) -> CompletionResponse:
+        """A non-streamed response's body, read and parsed."""
+        wire = self.model.wire
+        opts = self.model.options
+        body = resp.read_body(opts.max_event_bytes, wire.provider, within=opts.idle_timeout)
+        try:
+            return wire.parse_response(body)
+        except BlazenError:
+            raise
+        except SHAPE_ERRORS as exc:
+            # A body of the wrong shape, as a streamed payload would be: not a bug.
+            raise shape_error(wire.provider, exc, body) from exc
 
     def _check_stream(self, resp: Response, http: HttpRequest) -> None:
         """Raise the error a response that is not an event stream stands for."""
