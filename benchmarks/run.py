@@ -389,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated subset of: {', '.join(CLIENTS)}",
     )
     parser.add_argument("--scenarios", default=SCENARIOS, help="subset of 'abcdefgh'")
-    parser.add_argument("--formats", default="openai,anthropic", help="wire formats for a-c")
+    parser.add_argument(
+        "--formats", default="openai,anthropic,responses", help="wire formats for a-c"
+    )
     parser.add_argument("--out", default=str(HERE / "results"), help="output directory")
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument(

@@ -42,7 +42,10 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from ._types import TokenUsage
 
 __all__ = [
     "AgentError",
@@ -89,6 +92,10 @@ class BlazenError(Exception):
     retryable = False
     #: A fallback's failure: the error of each model it tried, in order (this one last).
     attempts: tuple[BlazenError, ...] = ()
+    #: The tokens the stream had used when it ended this way (a ``TokenUsage`` marked
+    #: ``partial``, and ``estimated`` where the provider had reported none), or None when
+    #: the request never reached the provider.
+    usage: Optional[TokenUsage] = None
 
     def __init__(
         self,

@@ -64,6 +64,7 @@ def sdk_events(name: str) -> list[Any]:
         "custom_tool_call.sse",
         "refusal.sse",
         "web_search_citations.sse",
+        "built_in_tools.sse",
         "unknown_events.sse",
         "items_without_deltas.sse",
     ],

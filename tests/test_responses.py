@@ -282,3 +282,23 @@ def test_a_batch_run_reads_every_item_from_the_responses_wire(tmp_path):
         and [r["text"] for r in records] == ["Why did the scarecrow win an award?"] * 3
     )
     assert records[0]["usage"]["cached_tokens"] == 8
+
+
+def test_every_built_in_tool_runs_on_openais_side_and_is_never_a_tool_call():
+    """Code interpreter, MCP, file search, image generation: events on chunks, no tool calls."""
+    rec, resp = replay("built_in_tools.sse")
+    assert resp.tool_calls == () and all(not c.tool_calls for c in rec.chunks)
+    done = [
+        c.server_tool.name for c in rec.chunks if c.server_tool and c.server_tool.status == "done"
+    ]
+    assert done == ["code_interpreter", "mcp", "file_search", "image_generation"]
+    assert resp.content == "1024, a 4, and a picture." and rec.done[0] == "stop"
+    (kept,) = resp.provider_items
+    assert [i["type"] for i in kept.data] == [
+        "code_interpreter_call",
+        "mcp_call",
+        "file_search_call",
+        "image_generation_call",
+        "message",
+    ]
+    assert kept.data[1]["arguments"] == '{"sides":6}'  # the MCP call's, kept, not run here

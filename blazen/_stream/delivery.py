@@ -218,6 +218,8 @@ class Delivery:
         if not err.partial:
             err.partial = run.state.text
             err.partial_reasoning = run.state.reasoning
+        if err.usage is None:  # an ending the caller decided: cancel, a time limit
+            err.usage = run.usage_so_far()
         return self.model.scrub(err)
 
     def interrupt(self, how: str) -> None:

@@ -32,11 +32,11 @@ from .._http import (
     retry_delay,
 )
 from .._kit import SHAPE_ERRORS, StreamState, error_from_body, shape_error
-from .._types import CompletionRequest, CompletionResponse, StreamChunk
+from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
 from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
-from .usage import priced
+from .usage import priced, usage_so_far
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -112,6 +112,7 @@ class Run:
         "put",
         "queued",
         "req",
+        "sent",
         "starting",
         "state",
         "stream",
@@ -134,6 +135,8 @@ class Run:
         self.state = StreamState()
         #: Whether a chunk has been handed to the caller (after that, nothing is retried).
         self.delivered = False
+        #: Whether a request reached the provider (an answer's headers came back).
+        self.sent = False
         self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
         #: Handed to the starter thread (asyncio callers), which will start it.
         self.queued = False
@@ -218,6 +221,12 @@ class Run:
                 self._patience -= _EXIT_POLL
             elif not self.exited and not _thread_alive(thread):
                 return
+
+    def usage_so_far(self) -> Optional[TokenUsage]:
+        """The usage an error carries: what the provider reported, else an estimate."""
+        return usage_so_far(
+            self.state, self.req, self.model.provider, self.model.model, sent=self.sent
+        )
 
     def post(self, item: WorkerEvent) -> None:
         """Hand ``item`` to the caller; if nobody listens any more, end the stream."""
@@ -319,6 +328,7 @@ class Run:
                 )
             err.partial = self.state.text
             err.partial_reasoning = self.state.reasoning
+            err.usage = self.usage_so_far()
             return err
 
     def _attempt(self, http: HttpRequest) -> None:
@@ -332,6 +342,7 @@ class Run:
             connect_timeout=opts.connect_timeout,
             read_timeout=opts.idle_timeout,
         )
+        self.sent = True
         finished = False
         try:
             status = resp.status

@@ -137,6 +137,12 @@ class VideoPart:
     data: Optional[str] = attrs.field(default=None, repr=_short)
     media_type: str = attrs.field(default="video/mp4", validator=_check_video_type)
 
+    def as_data_url(self) -> str:
+        """The video as a URL: the given one, or a ``data:`` URL built from the base64."""
+        if self.url is not None:
+            return self.url
+        return f"data:{self.media_type};base64,{self.data}"
+
 
 ContentPart = Union[TextPart, ImagePart]
 #: What ``ChatMessage.attachments`` holds.

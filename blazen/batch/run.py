@@ -115,7 +115,7 @@ class _Run:
         self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
         self.keys = 0
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
-        self.tokens_in = self.tokens_out = 0
+        self.tokens_in = self.tokens_out = self.no_usage = 0
         self.stopping = False
         self.started = time.monotonic()
 
@@ -249,6 +249,8 @@ class _Run:
             if usage is not None:
                 self.tokens_in += usage.prompt_tokens
                 self.tokens_out += usage.completion_tokens
+            else:
+                self.no_usage += 1
         else:
             self.counts["failed"] += 1
         if self.progress is not None:
@@ -295,6 +297,7 @@ class _Run:
             rate_limited=self.counts["rate_limited"],
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
+            no_usage=self.no_usage,
             elapsed=time.monotonic() - self.started,
             concurrency=self.limiter.ceiling,
             lowest_concurrency=self.limiter.lowest,

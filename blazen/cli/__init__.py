@@ -51,7 +51,7 @@ from typing import Any, Callable, Optional
 from .._stream import ChatModel, Streaming
 from .._types import StreamChunk
 from .._version import __version__
-from ..errors import BlazenError
+from ..errors import AuthError, BlazenError
 from ..providers import PROVIDERS, Providers, key_variables
 from . import batch_command as cli_batch
 from .output import Output as _Output
@@ -77,6 +77,13 @@ LOCAL_TEMPERATURE = 0.7
 #: ``--api`` of ``blazen chat`` and ``blazen batch``: which OpenAI-format API to speak.
 API_CHOICES = ("chat", "responses")
 API_HELP = "OpenAI-format providers: chat completions (default) or the Responses API"
+
+
+PROVIDER_HELP = "one of: local (this machine), " + ", ".join(sorted(PROVIDERS))
+API_KEY_HELP = (
+    "the provider's API key (default: its variable, such as OPENAI_API_KEY; a key on the "
+    "command line shows in the process list, so prefer the variable)"
+)
 
 
 class _UsageError(Exception):
@@ -118,10 +125,8 @@ def _parser() -> argparse.ArgumentParser:
         default="-",
         help="the user message ('-': stdin); none on a terminal: an interactive session",
     )
-    chat.add_argument(
-        "--provider",
-        help="a Providers factory (openai, openai_compat, ...) or 'local' for this machine",
-    )
+    chat.add_argument("--provider", help=PROVIDER_HELP)
+    chat.add_argument("--api-key", help=API_KEY_HELP)
     chat.add_argument("--model", help="the model id (default: the provider's default)")
     chat.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
     chat.add_argument("--api", choices=API_CHOICES, help=API_HELP)
@@ -145,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after each answer: tokens, time to first token, tokens per second (stderr)",
     )
-    cli_batch.add_parser(sub)
+    cli_batch.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
     return parser
 
 
@@ -179,7 +184,9 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
         if args.base_url is None:
             msg = "--provider openai_compat needs --base-url"
             raise _UsageError(msg)
-        extra = {"api": api} if api is not None else {}
+        extra: dict[str, Any] = {"api": api} if api is not None else {}
+        if getattr(args, "api_key", None):
+            extra["api_key"] = args.api_key
         model = Providers.openai_compat("openai-compat", args.base_url, model=args.model, **extra)
         return model, None
     factory = _factory(provider)
@@ -187,8 +194,18 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
     if api is not None and info.wire != "openai":
         msg = f"--api applies to OpenAI-format providers; {info.name} speaks its own API"
         raise _UsageError(msg)
-    kwargs = {"model": args.model, "base_url": args.base_url, "api": api}
-    return factory(**{k: v for k, v in kwargs.items() if v is not None}), None
+    kwargs = {"model": args.model, "base_url": args.base_url, "api": api,
+              "api_key": getattr(args, "api_key", None)}
+    try:
+        return factory(**{k: v for k, v in kwargs.items() if v is not None}), None
+    except AuthError as exc:
+        if exc.status is not None or not info.key_env:
+            raise
+        # The factory's message speaks to Python callers (api_key=): a shell user sets the
+        # variable or passes --api-key.
+        variables = " or ".join(info.key_env)
+        msg = f"no API key for {info.name}: set {variables}, or pass --api-key"
+        raise AuthError(msg, provider=info.name) from None
 
 
 def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
@@ -216,9 +233,14 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
         args.max_tokens = LOCAL_MAX_TOKENS
     if args.temperature is None:
         args.temperature = LOCAL_TEMPERATURE
-    if args.system is not None and args.gguf is None and args.chat_format in (None, "gemma"):
+    if args.system is not None and _ignores_system(args, server):
         output.note("Gemma's chat format has no system role: the server ignores --system")
     return server.model, server
+
+
+def _ignores_system(args: argparse.Namespace, server: Any) -> bool:
+    """The bundled Gemma's chat format has no system role: llama-cpp-python drops it."""
+    return server is not None and args.gguf is None and args.chat_format in (None, "gemma")
 
 
 def _interactive(args: argparse.Namespace) -> bool:
@@ -276,6 +298,7 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
                 limits=limits,
                 stats=args.stats,
                 timeout=args.timeout,
+                system_ignored=_ignores_system(args, server),
             )
             return session.run()
         req = conversation.request(prompt, **limits)
@@ -310,6 +333,12 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
 def _batch(args: argparse.Namespace, output: _Output) -> int:
     server = None
     try:
+        # The input is checked, and the ids already done counted, before a model starts:
+        # starting the local one takes seconds, and for nothing if the file is bad or done.
+        pending = cli_batch.pending(args)
+        if pending == 0:
+            output.note(f"every item of {args.input} is already in {args.out}: nothing to run")
+            return EXIT_OK
         model, server = _build_model(args, output)
         return cli_batch.run(args, model, output.note)
     except KeyboardInterrupt:

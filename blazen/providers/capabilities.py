@@ -16,7 +16,14 @@ import attrs
 from .._types import Attachment, AudioPart, DocumentPart, VideoPart, immutable
 from ..errors import UnsupportedError
 
-__all__ = ["WIRES", "Capabilities", "check_attachment", "table_cells"]
+__all__ = [
+    "VIDEO_PRESETS",
+    "WIRES",
+    "Capabilities",
+    "check_attachment",
+    "table_cells",
+    "takes_video",
+]
 
 
 @immutable
@@ -112,9 +119,27 @@ WIRES: dict[str, Capabilities] = {
 }
 
 
+#: Presets of the OpenAI wire whose servers take video, as the ``video_url`` part their docs
+#: show (chat completions itself has none): the README cell for each.
+VIDEO_PRESETS: dict[str, str] = {
+    # https://openrouter.ai/docs/features/multimodal/videos: a URL or a base64 data URL.
+    "openrouter": "`video_url` (URL or base64)",
+    # https://docs.vllm.ai/en/stable/features/multimodal_inputs/: video models take
+    # video_url the same way.
+    "vllm": "`video_url` (URL or base64)",
+}
+
+
 def _wires_that(takes: str) -> str:
     names = [name for name, caps in WIRES.items() if getattr(caps, takes)]
+    if takes == "video_as":
+        names += sorted(VIDEO_PRESETS)
     return ", ".join(names)
+
+
+def takes_video(provider: str, wire: str) -> bool:
+    """Whether ``provider`` (a factory's name) on ``wire`` can send a video."""
+    return bool(WIRES[wire].video_as) or (wire == "openai" and provider in VIDEO_PRESETS)
 
 
 def check_attachment(provider: str, wire: str, part: Attachment) -> None:
@@ -129,7 +154,7 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
         )
         raise UnsupportedError(msg, provider=provider)
     if isinstance(part, VideoPart):
-        if caps.video_as:
+        if takes_video(provider, wire):
             return
         msg = (
             f"{provider} cannot take video; send frames as images (Llm.image), or use a "
@@ -159,9 +184,13 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
     raise UnsupportedError(msg, provider=provider)
 
 
-def table_cells(wire: str) -> tuple[str, str, str, str, str, str]:
-    """The table's reasoning, documents, audio, video, caching and typed-output cells."""
+def table_cells(wire: str, provider: str = "") -> tuple[str, str, str, str, str, str]:
+    """The table's reasoning, documents, audio, video, caching and typed-output cells.
+
+    ``provider`` (a factory's name) picks the video cell of presets that take video.
+    """
     caps = WIRES[wire]
+    video = caps.video_as or (VIDEO_PRESETS.get(provider, "") if wire == "openai" else "")
     reasoning = [
         f"{knob}: {field}"
         for knob, field in (("effort", caps.reasoning_effort), ("budget", caps.reasoning_budget))
@@ -171,7 +200,7 @@ def table_cells(wire: str) -> tuple[str, str, str, str, str, str]:
         ", ".join(reasoning) or "no",
         caps.documents_as or "no",
         caps.audio_as or "no",
-        caps.video_as or "no",
+        video or "no",
         caps.caching,
         caps.typed_output,
     )

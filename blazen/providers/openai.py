@@ -37,9 +37,9 @@ from .._types import (
     AudioPart,
     CompletionRequest,
     CompletionResponse,
-    DocumentPart,
     StreamChunk,
     TokenUsage,
+    VideoPart,
 )
 from ..errors import ProviderError
 from .base import check_effort, reasoning_refused, refuse_previous_response, refuse_server_tools
@@ -54,14 +54,16 @@ def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
     check_attachment(provider, "openai", part)
     if isinstance(part, AudioPart):
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": part.format}}
-    assert isinstance(part, DocumentPart)  # video was refused above
+    if isinstance(part, VideoPart):  # presets that take it (OpenRouter, vLLM) only
+        return {"type": "video_url", "video_url": {"url": part.as_data_url()}}
     # file_data needs a filename beside it; bytes given without one get a neutral name.
     name = part.filename or "document" + (mimetypes.guess_extension(part.media_type) or "")
     return {"type": "file", "file": {"filename": name, "file_data": part.as_data_url()}}
 
 
 def _is_audio(part: Attachment) -> bool:
-    return isinstance(part, AudioPart)
+    # Sound and video go after the text: OpenAI's audio guide and OpenRouter's video guide.
+    return isinstance(part, (AudioPart, VideoPart))
 
 
 def openai_messages(

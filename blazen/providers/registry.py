@@ -343,6 +343,6 @@ def markdown_table() -> str:
         rows.append(
             f"| `{info.name}` | {info.wire}: {info.summary} | {url} | {keys} | `{info.model}` "
             f"| {sent_as} | {responses} "
-            f"| {' | '.join(table_cells(info.wire))} |"
+            f"| {' | '.join(table_cells(info.wire, info.name))} |"
         )
     return "\n".join(rows) + "\n"
