@@ -127,6 +127,26 @@ def _loadavg() -> list[float]:
         return []
 
 
+def off_pins() -> list[str]:
+    """Installed versions that differ from ``benchmarks/constraints.txt``, one line each.
+
+    The figures of two runs compare the same code only when both ran the pinned releases;
+    a run with others says so rather than silently comparing something else.
+    """
+    off = []
+    for line in (Path(__file__).parent / "constraints.txt").read_text().splitlines():
+        name, sep, pinned = line.partition("==")
+        if line.startswith("#") or not sep:
+            continue
+        try:
+            installed = importlib.metadata.version(name.strip())
+        except importlib.metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed != pinned.strip():
+            off.append(f"{name.strip()} {installed} (pinned {pinned.strip()})")
+    return off
+
+
 def _machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -139,7 +159,7 @@ def _machine() -> dict[str, Any]:
         pass
     versions = {}
     for dist in (
-        "blazen",
+        "blazen-stream",
         "requests",
         "sseclient-py",
         "httpx",
@@ -151,7 +171,12 @@ def _machine() -> dict[str, Any]:
     ):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[dist] = importlib.metadata.version(dist)
+    off = off_pins()
+    if off:
+        print(f"benchmarks: not the pinned versions: {', '.join(off)}; install with "
+              "-c benchmarks/constraints.txt to compare with other runs", file=sys.stderr)
     return {
+        "off_pins": off,
         "cpu": cpu,
         "cores": os.cpu_count(),
         "python": platform.python_version(),

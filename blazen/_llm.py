@@ -270,6 +270,12 @@ class Llm:
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
 
+        Example::
+
+            req = Llm.completion_request(
+                [Llm.system("You are terse."), Llm.user("Tell me a joke.")], max_tokens=256
+            )
+
         ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one of
         ``tools`` (forces that function). ``model`` overrides the model's default id;
         ``system`` is a system prompt placed before ``messages``.

@@ -277,6 +277,9 @@ class StreamSpan:
             if usage is not None:
                 span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
                 span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+                cost = usage.cost  # looked up only for a span that is recorded
+                if cost is not None:
+                    span.set_attribute("blazen.usage.cost_usd", float(cost))
             if _capturing():
                 message = ChatMessage(
                     role="assistant", content=response.content, tool_calls=response.tool_calls

@@ -17,7 +17,7 @@ import blazen
 from blazen import Llm, Streaming
 from blazen.testing import Recorder, Reply, StreamServer, split_bytes
 
-from .conftest import fixture_bytes, model_for, sse_reply
+from .conftest import FIXTURES, fixture_bytes, model_for, sse_reply
 
 NEW_FIXTURES = [
     "pause_turn_web_search.sse",
@@ -384,3 +384,24 @@ def test_the_next_turn_after_server_tools_is_the_body_the_sdk_sends(server, mode
     )
     ours = model.wire.body(req, stream=True)
     assert _drop_none(ours) == _drop_none(sdk)
+
+
+def test_the_documented_request_with_effort_format_adaptive_thinking_and_server_tools():
+    """The request fixture (written from the Messages API reference) is what blazen sends."""
+    path = FIXTURES / "anthropic" / "requests" / "output_config_adaptive_server_tools.json"
+    expected = json.loads(path.read_text())
+    req = Llm.completion_request(
+        [Llm.user("Which city hosts the 2026 expo? Answer as JSON.")],
+        model="claude-opus-4-8",
+        max_tokens=16000,
+        reasoning_budget="adaptive",
+        reasoning_display="omitted",
+        reasoning_effort="high",
+        output=City,
+        tools=[
+            Llm.server_tool("web_search", max_uses=5, allowed_domains=["example.com"]),
+            Llm.server_tool("code_execution"),
+        ],
+    )
+    ours = blazen.Providers.anthropic(api_key="k").wire.body(req, stream=True)
+    assert ours == expected

@@ -466,3 +466,18 @@ def test_answers_of_a_provider_batch_are_priced_at_its_batch_rates(tmp_path: Pat
     ).total_price
     assert usage.cost is not None and usage.cost == standard / 2
     assert usage.priced_as("anthropic", "claude-sonnet-4-6").cost == standard
+
+
+def test_a_responses_api_model_batches_on_the_responses_endpoint(tmp_path: Path):
+    """api='responses' goes as a /v1/responses batch of the wire's own bodies, read back whole."""
+    out = tmp_path / "out.jsonl"
+    req = Llm.completion_request([Llm.user("hi")], max_tokens=20)
+    with BatchServer() as server:
+        model = blazen.Providers.openai(api_key=KEY, base_url=server.url + "/v1", api="responses")
+        report = run(model, [("r1", req)], out)
+        create = next(r for r in server.requests if r.path == "/v1/batches")
+        ((cid, body),) = server.batches[0].items
+    assert create.json()["endpoint"] == "/v1/responses"
+    assert body == json.loads(model.wire.build(req, stream=False).body) and "stream" not in body
+    assert records(out)["r1"]["text"] == "answer to r1: hi"
+    assert report.ok == 1 and report.input_tokens == 10

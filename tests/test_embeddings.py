@@ -25,6 +25,8 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import blazen
 from blazen import CancelToken, Providers
@@ -345,3 +347,37 @@ def test_an_embedding_pickles_and_its_vectors_are_packed():
     resp = blazen.EmbeddingResponse(vectors=(vector,), model="m")
     assert pickle.loads(pickle.dumps(resp)) == resp
     assert memoryview(resp.vectors[0]).itemsize == 4 and memoryview(resp.vectors[0]).format == "f"
+
+
+def test_a_body_that_is_not_json_is_a_malformed_payload(server):
+    """An HTML page with 200: a ProviderError saying blazen cannot read it."""
+    server.add(Reply(headers={"Content-Type": "text/html"}, body=[b"<html>oops</html>"], transfer="length"))
+    model = Providers.openai(api_key="k", base_url=server.base_url, max_retries=0)
+    with pytest.raises(blazen.ProviderError) as info:
+        model.embed("a")
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_a_body_that_stalls_after_its_headers_ends_at_the_idle_timeout(server):
+    """Headers, half a body, then nothing: TimeoutError after idle_timeout, connection closed."""
+    server.add(Reply(headers={"Content-Type": "application/json"}, body=[b'{"object": "list", "da', Stall()]))
+    model = Providers.openai(api_key="k", base_url=server.base_url, max_retries=0, idle_timeout=0.5)
+    start = time.monotonic()
+    with pytest.raises(blazen.TimeoutError):
+        model.embed("a")
+    assert time.monotonic() - start < 10 and server.wait_closed(5)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    count=st.integers(min_value=0, max_value=60),
+    batch_size=st.integers(min_value=1, max_value=25),
+    concurrency=st.integers(min_value=1, max_value=6),
+)
+def test_vectors_come_back_in_input_order_for_any_batching(echo, count, batch_size, concurrency):
+    """Whatever the number of texts, batch size and concurrency: vector i is text i's."""
+    _Echo.batches = []
+    model = Providers.openai(api_key="k", base_url=_echo_url(echo))
+    resp = model.embed([f"t{i}" for i in range(count)], batch_size=batch_size, concurrency=concurrency)
+    assert [v[0] for v in resp.vectors] == [float(i) for i in range(count)]
+    assert sorted(_Echo.batches) == sorted([batch_size] * (count // batch_size) + ([count % batch_size] if count % batch_size else []))

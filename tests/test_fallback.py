@@ -227,3 +227,26 @@ def test_a_fallback_needs_two_models():
         Providers.fallback(Providers.openai(api_key="k"))
     with pytest.raises(TypeError):
         Providers.fallback(Providers.openai(api_key="k"), "groq")  # type: ignore[arg-type]
+
+
+def test_blazen_chat_fallback_answers_from_the_next_provider(servers, monkeypatch, capsys):
+    """``blazen chat --fallback openai``: the first server's 429 is answered by the second."""
+    from blazen import cli
+
+    first, second = servers
+    first.add(*[error(429, "rate_limit_error")] * 3)
+    second.add(answer("From ", "second"))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY_FOR_TESTS)
+    monkeypatch.setenv("OPENAI_BASE_URL", second.base_url)
+    assert cli.main(["chat", "--base-url", first.base_url, "--fallback", "openai", "hi"]) == 0
+    assert capsys.readouterr().out == "From second\n"
+    assert len(second.requests) == 1
+
+
+def test_embeddings_never_fall_back(servers):
+    """Vectors of two models cannot be mixed: embed goes to the primary, and its error stands."""
+    first, second = servers
+    first.add(error(429, "rate_limit_error"))
+    with pytest.raises(blazen.RateLimitError):
+        Providers.fallback(member(first), member(second)).embed(["a"])
+    assert second.requests == [] and first.requests[0].path == "/v1/embeddings"

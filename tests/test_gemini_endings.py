@@ -18,7 +18,7 @@ from blazen import Llm, Streaming
 from blazen._kit.finish import FINISH_REASONS
 from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, split_bytes
 
-from .conftest import fixture_bytes, model_for
+from .conftest import FIXTURES, fixture_bytes, model_for
 
 genai = pytest.importorskip("google.genai")
 types = pytest.importorskip("google.genai.types")
@@ -444,3 +444,30 @@ def test_the_next_turn_after_parallel_calls_matches_what_google_genai_sends(serv
         )["contents"][2],
         sort_keys=True,
     )
+
+
+def test_the_documented_request_with_server_tools_and_a_dynamic_budget():
+    """The request fixture (written from the Gemini API reference) is what blazen sends."""
+    path = FIXTURES / "gemini" / "requests" / "server_tools_dynamic_thinking.json"
+    req = Llm.completion_request(
+        [Llm.user("Who won the euro 2024?")],
+        reasoning_budget="adaptive",
+        tools=[
+            Llm.server_tool("google_search"),
+            Llm.server_tool("url_context"),
+            Llm.server_tool("code_execution"),
+        ],
+    )
+    assert blazen.Providers.gemini(api_key="k").wire.body(req) == json.loads(path.read_text())
+
+
+def test_a_blocked_prompt_says_why_in_the_error(server, model):
+    """promptFeedback.blockReason with its message: a ContentPolicyError that says both."""
+    body = (
+        b'data: {"promptFeedback":{"blockReason":"PROHIBITED_CONTENT","blockReasonMessage":'
+        b'"The prompt asks for prohibited content."},"usageMetadata":{"promptTokenCount":8,'
+        b'"totalTokenCount":8}}\r\n\r\n'
+    )
+    rec, _resp = run(server, model, Reply.sse(body))
+    assert isinstance(rec.error, blazen.ContentPolicyError)
+    assert "PROHIBITED_CONTENT: The prompt asks for prohibited content." in rec.error.message

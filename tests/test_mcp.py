@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -20,12 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("mcp")
 
 import blazen
 from blazen import Agent, CancelToken, Event, Streaming, tool, workflow
 from blazen.agent import ToolContent, mcp
+from blazen.agent.mcp.convert import model_name
 from blazen.testing import Reply, StreamServer, openai_sse, openai_tool_sse
 
 SERVER = Path(__file__).parent / "fixtures" / "mcp" / "server.py"
@@ -264,6 +268,44 @@ def test_a_server_that_never_answers_times_out_at_connect(server_log):
     assert len(mcp_threads()) == before
 
 
+@pytest.mark.parametrize(
+    ("script", "error"),
+    [
+        ("pass", blazen.ConnectionError),  # exits at once
+        (
+            "print('this is not JSON-RPC', flush=True); import time; time.sleep(60)",
+            blazen.TimeoutError,
+        ),
+        ("import sys; sys.stdout.write('{\\n' * 1000); sys.stdout.flush()", blazen.ConnectionError),
+    ],
+    ids=["exits", "garbage-then-silence", "garbage-then-exit"],
+)
+def test_a_server_that_is_not_an_mcp_server_fails_at_the_with(script, error):
+    """A process that exits, or speaks garbage, fails the open with a typed error in time."""
+    before = len(mcp_threads())
+    session = mcp.stdio([sys.executable, "-c", script], connect_timeout=3.0, stderr=sys.__stderr__)
+    started = time.monotonic()
+    with pytest.raises(error):
+        session.open()
+    assert time.monotonic() - started < 3.0 + 10.0
+    assert len(mcp_threads()) == before
+
+
+def test_ctrl_c_while_connecting_ends_the_process_and_the_thread(tmp_path):
+    """A SIGINT while the session waits for a silent server: KeyboardInterrupt, nothing left."""
+    pid_file = tmp_path / "pid"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    before = len(mcp_threads())
+    session = mcp.stdio([sys.executable, "-c", script], connect_timeout=60)
+    threading.Thread(target=lambda: wait_for_text(pid_file) and ctrl_c_after(0.2)).start()
+    with pytest.raises(KeyboardInterrupt):
+        session.open()
+    assert gone(int(pid_file.read_text()))
+    assert len(mcp_threads()) == before
+
+
 def test_nothing_listens_at_the_url_is_a_connection_error():
     """An HTTP session to a closed port fails at the with, with a blazen error."""
     before = len(mcp_threads())
@@ -484,3 +526,60 @@ def test_run_async_calls_mcp_tools_and_a_cancelled_task_cancels_the_call(
     assert first.text == "3" and first.tool_results[0].content == "3"
     assert isinstance(errors[0], blazen.CancelledError)
     assert wait_for_text(marker) == "cancelled"
+
+
+def test_a_server_that_crashes_mid_run_is_an_error_result_and_callbacks_stay_here(
+    server, model, server_log
+):
+    """The server dies during a call: the model reads the error, run returns, and every
+    callback ran on the calling thread."""
+    server.add(
+        tools_turn(("c1", "crash", {})),
+        tools_turn(("c2", "add", {"a": 1, "b": 1})),
+        text_turn("the server is gone"),
+    )
+    threads: set[int] = set()
+
+    def seen(*_: Any) -> None:
+        threads.add(threading.get_ident())
+
+    with stdio_session(server_log) as crashing:
+        result = Agent(model, tools=crashing.tools()).run(
+            "go", on_chunk=seen, on_tool_call=seen, on_tool_result=seen, on_done=seen
+        )
+    assert result.text == "the server is gone"
+    assert [(r.call.id, r.kind) for r in result.tool_results] == [
+        ("c1", "raised"),
+        ("c2", "raised"),
+    ]
+    assert all(isinstance(r.error, blazen.ConnectionError) for r in result.tool_results)
+    assert threads == {threading.get_ident()}
+
+
+def test_the_mcp_example_runs_offline_with_its_own_server():
+    """examples/agent_mcp.py starts its MCP server, runs both tools, answers, and ends it."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.pop("BLAZEN_BASE_URL", None)
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "agent_mcp.py")],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**env, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        "[ok] get_weather -> 4 C, light snow",
+        "[ok] get_local_time -> 09:41",
+        "In Oslo it is 4 C with light snow; the local time is 09:41.",
+        "(2 model turns, 2 tool calls, server 'weather')",
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=100), st.text(alphabet="ab_.-/ ", max_size=10))
+def test_every_mcp_tool_name_is_offered_in_the_providers_alphabet(remote, prefix):
+    """Whatever a server names a tool, the model sees 1-64 of [A-Za-z0-9_-]."""
+    name = model_name(remote, prefix)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name), name

@@ -312,6 +312,27 @@ def test_a_workflow_run_and_its_steps_get_spans(otel, server, model):
     assert otel.span(f"chat {model.model}").parent.span_id == step.context.span_id
 
 
+@pytest.mark.parametrize("mode", ["run", "run_async"])
+def test_an_async_steps_span_is_a_child_of_the_run_with_its_stream_inside(otel, server, model, mode):
+    """An async step gets its span under the run's, and its complete_async's chat span under it."""
+    server.add(text_turn("hi"))
+    wf = blazen.workflow("async_greeter")
+
+    @wf.step("greet", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+    async def greet(_event):
+        await Streaming.complete_async(model, Llm.completion_request([Llm.user("hi")]))
+        return blazen.Event.create(event_type="blazen::StopEvent", data={"result": "ok"})
+
+    if mode == "run":
+        wf.run()
+    else:
+        asyncio.run(wf.run_async())
+    run = otel.span("invoke_workflow async_greeter")
+    step = otel.span("step greet")
+    assert step.parent.span_id == run.context.span_id
+    assert otel.span(f"chat {model.model}").parent.span_id == step.context.span_id
+
+
 def test_a_failing_step_marks_its_span_and_the_runs(otel):
     """A step that raises: error status on the step span and on the run span."""
     wf = blazen.workflow("broken")

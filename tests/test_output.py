@@ -43,7 +43,7 @@ class Weather:
 
 
 if sys.version_info >= (3, 11):
-    from typing import NotRequired
+    from typing import NotRequired  # novermin (3.11+: its test is skipped before)
 
     class Item(TypedDict):
         name: str

@@ -96,3 +96,46 @@ def test_the_metadata_names_the_distribution_and_its_licence(dists):
     assert "License-Expression: MIT\n" in text
     assert "Requires-Python: >=3.10\n" in text
     assert "Project-URL: Documentation, https://" in text
+
+
+def test_the_supported_pythons_are_the_ones_ci_runs():
+    """requires-python's floor, the classifiers and .ci/run's list of Pythons say the same."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from 3.11")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    prefix = "Programming Language :: Python :: 3."
+    classified = sorted(
+        int(c[len(prefix):]) for c in project["classifiers"] if c.startswith(prefix)
+         and c[len(prefix):].isdigit()
+    )
+    ci = (ROOT / ".ci" / "run").read_text()
+    floor = ci.split("FLOOR=", 1)[1].split()[0]
+    others = ci.split("OTHER_PYTHONS=(", 1)[1].split(")")[0].split()
+    run = sorted(int(v.split(".")[1]) for v in [*others, "3.11"])
+    assert classified == run
+    assert project["requires-python"] == f">={floor}" == f">=3.{run[0]}"
+
+
+def test_the_bench_extra_pins_nothing_and_the_benchmarks_constraints_pin_all_of_it():
+    """A user's requests or openai is never pinned by the extra; the benchmarks pin each one."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from 3.11")
+    bench = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["bench"]
+    assert not [d for d in bench if any(op in d for op in "=<>~")], bench
+    pins = {}
+    for line in (ROOT / "benchmarks" / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            assert version.strip(), line
+            pins[name.strip()] = version.strip()
+    assert set(pins) == set(bench)
+
+
+def test_the_wheel_and_the_command_report_the_package_version(dists, capsys):
+    """The wheel's version, ``blazen.__version__`` and ``blazen --version`` are one value."""
+    import blazen
+    from blazen import cli
+
+    assert dists["wheel"].name.startswith(f"blazen_stream-{blazen.__version__}-")
+    with pytest.raises(SystemExit):
+        cli.main(["--version"])
+    assert capsys.readouterr().out == f"blazen {blazen.__version__}\n"

@@ -302,3 +302,29 @@ def test_every_built_in_tool_runs_on_openais_side_and_is_never_a_tool_call():
         "message",
     ]
     assert kept.data[1]["arguments"] == '{"sides":6}'  # the MCP call's, kept, not run here
+
+
+def test_annotations_only_on_the_finished_item_are_still_citations():
+    """A server that sends no annotation events: the done item's annotations are read."""
+    events = fixture_bytes("responses", "web_search_citations.sse").split(b"\n\n")
+    kept = b"\n\n".join(e for e in events if b"annotation.added" not in e)
+    with StreamServer([Reply.sse(kept)]) as server:
+        resp = blazen.Streaming.complete(responses_model(server), REQ)
+    _, streamed = replay("web_search_citations.sse")
+    assert resp.citations == streamed.citations and len(resp.citations) == 1
+
+
+def test_argument_deltas_that_name_only_their_item_id_reach_their_call():
+    """A delta with item_id but no output_index goes to the call that item announced."""
+    blob = fixture_bytes("responses", "parallel_tool_calls.sse").decode()
+    lines = []
+    for line in blob.split("\n"):
+        if line.startswith("data:") and "function_call_arguments.delta" in line:
+            obj = json.loads(line[5:])
+            del obj["output_index"]
+            line = "data: " + json.dumps(obj)
+        lines.append(line)
+    with StreamServer([Reply.sse("\n".join(lines).encode())]) as server:
+        resp = blazen.Streaming.complete(responses_model(server), REQ)
+    _, whole = replay("parallel_tool_calls.sse")
+    assert resp.tool_calls == whole.tool_calls

@@ -278,3 +278,9 @@ def test_blazen_chat_api_on_a_provider_of_its_own_api_is_a_usage_error(provider,
 
     assert cli.main(["chat", "--provider", provider, "--api", "responses", "hi"]) == 2
     assert "--api applies to OpenAI-format providers" in capsys.readouterr().err
+
+
+def test_no_reasoning_asks_for_no_summary(server):
+    """reasoning_effort='none' is sent alone: there is no reasoning to summarise."""
+    req = Llm.completion_request([Llm.user("hi")], reasoning_effort="none")
+    assert body(server, req, model="gpt-5.1")["reasoning"] == {"effort": "none"}

@@ -107,3 +107,32 @@ def test_without_the_package_the_cost_is_none(monkeypatch):
     monkeypatch.setattr(pricing, "_MISSING", [True])
     assert TokenUsage(prompt_tokens=5).priced_as("openai", "gpt-4o-mini").cost is None
     assert blazen.TokenUsage is TokenUsage
+
+
+def test_a_batch_report_sums_the_cost_of_its_items(tmp_path):
+    """Three priced answers: the report's cost is their sum, and its line shows it."""
+    body = openai_sse(["Hi"], usage={"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}, model="gpt-4o-mini")
+    with StreamServer(default=Reply.sse(body)) as server:
+        model = Providers.openai(api_key="k", base_url=server.base_url, model="gpt-4o-mini")
+        report = blazen.batch.run(model, [Llm.completion_request([Llm.user("hi")])] * 3, concurrency=2)
+    assert report.cost == 3 * _table_price("gpt-4o-mini", "openai", input_tokens=20, output_tokens=5)
+    assert "$" in str(report)
+
+
+def test_the_stats_line_shows_the_cost():
+    """``blazen chat --stats``: the answer's cost after its tokens."""
+    from blazen.cli.session import Stats
+
+    line = Stats().line(TokenUsage(prompt_tokens=1000, completion_tokens=100).priced_as("openai", "gpt-4o-mini"))
+    assert line.startswith("1000 tokens in, 100 out; $0.000210")
+
+
+def test_the_hot_path_copy_of_a_usage_is_priced_as():
+    """priced_usage (slot by slot) builds exactly what priced_as (attrs.evolve) builds."""
+    import attrs
+
+    from blazen._types import priced_usage
+
+    usage = TokenUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10, cached_tokens=2, cache_write_tokens=1, reasoning_tokens=1, partial=True)
+    fast, slow = priced_usage(usage, "openai", "gpt-4o-mini"), usage.priced_as("openai", "gpt-4o-mini")
+    assert attrs.asdict(fast) == attrs.asdict(slow) and fast.cost == slow.cost

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,9 +126,79 @@ def browser() -> Iterator[object]:
             chromium.close()
 
 
-def ask(page: object, relay: Relay) -> int:
+class CuttingProxy:
+    """A TCP proxy in front of the relay that cuts the first SSE response after a few events.
+
+    The web process stays up: only the connection dies, as when a load balancer or a proxy
+    drops an idle or long response.
+    """
+
+    def __init__(self, upstream_port: int, cut_after_events: int = 8) -> None:
+        self.upstream_port = upstream_port
+        self.cut_after = cut_after_events
+        self.cuts = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.threads: list[threading.Thread] = []
+        self.sockets: list[socket.socket] = []
+        self._spawn(self._accept)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def _spawn(self, target: object, *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)  # type: ignore[arg-type]
+        thread.start()
+        self.threads.append(thread)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            self.sockets += [client, upstream]
+            self._spawn(self._pump_request, client, upstream)
+
+    def _pump_request(self, client: socket.socket, upstream: socket.socket) -> None:
+        first = client.recv(65536)
+        cut = first.startswith(b"GET /stream/") and self.cuts == 0
+        upstream.sendall(first)
+        self._spawn(self._pump, client, upstream)  # the rest of the request, if any
+        seen = 0
+        try:
+            while data := upstream.recv(65536):
+                client.sendall(data)
+                seen += data.count(b"\nid: ") + data.startswith(b"id: ")
+                if cut and seen >= self.cut_after:
+                    self.cuts += 1
+                    break
+        except OSError:
+            pass
+        for s in (client, upstream):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                target.sendall(data)
+
+    def close(self) -> None:
+        self.listener.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+        for thread in self.threads:
+            thread.join(5)
+
+
+def ask(page: object, relay: Relay, url: str | None = None) -> int:
     """Open the page, press Ask, and return the background job's process id."""
-    page.goto(relay.url)  # type: ignore[attr-defined]
+    page.goto(url or relay.url)  # type: ignore[attr-defined]
     with page.expect_response("**/start") as started:  # type: ignore[attr-defined]
         page.click("button")  # type: ignore[attr-defined]
     pid = int(started.value.json()["pid"])
@@ -189,6 +260,23 @@ def test_a_dropped_connection_resumes_with_nothing_lost_or_doubled(browser, rela
     assert page.evaluate("window.opens") >= 2
     screenshot(page, "relay-resumed.png", tmp_path)
     page.close()
+
+
+def test_a_connection_cut_mid_answer_resumes_with_nothing_lost_or_doubled(browser, relay):
+    """A proxy drops the SSE connection after eight events; EventSource resumes from its id."""
+    proxy = CuttingProxy(relay.port)
+    try:
+        page = browser.new_page()
+        ask(page, relay, proxy.url)
+        page.wait_for_function(
+            "document.getElementById('status').textContent.startsWith('Done')", timeout=60_000)
+        assert proxy.cuts == 1
+        assert page.locator("#answer").text_content() == ANSWER
+        ids = received_ids(page)
+        assert ids == sorted(ids, key=id_order) and len(set(ids)) == len(ids) == len(WORDS) + 1
+        page.close()
+    finally:
+        proxy.close()
 
 
 def test_a_job_killed_mid_answer_tells_the_page_the_worker_went_away(browser, relay, tmp_path):

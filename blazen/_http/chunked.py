@@ -11,6 +11,8 @@ from typing import Callable, Optional
 
 import requests
 
+from .hooks import http_response
+
 __all__ = ["ChunkedBody", "chunked_body"]
 
 _READ_SIZE = 65536
@@ -25,8 +27,8 @@ def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
     Call it once per response and keep the reader with the response (no map from responses
     to readers: a weak map whose value holds its key never lets an entry go).
     """
-    inner = getattr(resp.raw, "_fp", None)
-    if not isinstance(inner, http.client.HTTPResponse):
+    inner = http_response(resp.raw)
+    if inner is None:
         return None
     if (
         inner.chunked

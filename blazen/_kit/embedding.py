@@ -33,6 +33,8 @@ class EmbeddingWire(Protocol):
     model: str
     #: The most texts one request may carry (the provider's documented limit, or less).
     batch_size: int
+    #: The most requests in flight at once for one call (a server that cannot take more).
+    concurrency: int
 
     def build(self, texts: Sequence[str], *, model: str, dimensions: Optional[int]) -> HttpRequest:
         """The HTTP request that embeds ``texts``."""

@@ -1,6 +1,6 @@
 """Every raw finish reason of every wire, and the one it is reported as. No I/O.
 
-The table is the documentation: the README's finish-reason table is generated from it
+The table is the documentation: the docs' finish-reason table is generated from it
 (:func:`finish_reason_table`; a test keeps the two the same). ``"error"`` marks a raw
 reason the wire turns into a typed error instead of a ``done`` (Gemini's failed calls).
 A raw reason in no row is reported as ``""`` with the raw value kept on the response and
@@ -123,7 +123,7 @@ def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
 
 
 def finish_reason_table() -> str:
-    """The Markdown table of :data:`FINISH_REASONS`, as the README shows it."""
+    """The Markdown table of :data:`FINISH_REASONS`, as the docs show it (streaming styles)."""
     lines = ["| wire | raw finish reason | reported as |", "|---|---|---|"]
     for wire, table in FINISH_REASONS.items():
         for raw, normal in table.items():

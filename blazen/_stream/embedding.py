@@ -192,6 +192,7 @@ class _Embedding:
         resp = self.model.transport.open(
             http,
             abort,
+            provider=wire.provider,
             stream=False,
             connect_timeout=opts.connect_timeout,
             read_timeout=opts.idle_timeout,
@@ -201,7 +202,7 @@ class _Embedding:
             if resp.status != 200:
                 raise wire.error(resp.status, resp.headers, resp.read_error_body())
             cap = max(opts.max_event_bytes, EMBED_BODY_CAP)
-            body = resp.read_body(cap, wire.provider, within=opts.idle_timeout)
+            body = resp.read_body(cap, within=opts.idle_timeout)
             finished = True
             resp.release()
         finally:
@@ -245,7 +246,12 @@ def check_embed(
         raise TypeError(msg)
     size = min(batch_size or wire.batch_size, wire.batch_size)
     batches = [texts[i : i + size] for i in range(0, len(texts), size)]
-    workers = min(len(batches), concurrency or DEFAULT_CONCURRENCY, model.options.max_connections)
+    workers = min(
+        len(batches),
+        concurrency or DEFAULT_CONCURRENCY,
+        wire.concurrency,
+        model.options.max_connections,
+    )
     return wire, batches, model_name or wire.model, workers
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Union
 
 from .._kit import EmbeddingWire
+from .._types import EmbeddingResponse
 from ..errors import (
     BlazenError,
     ConnectionError,
@@ -121,6 +122,15 @@ class Fallback(ChatModel):
         # Every member's keys and passwords are masked in whatever this model reports.
         self._masks = tuple(mask for m in self.members for mask in m.masks)
         self.embedder: Optional[EmbeddingWire] = primary.embedder
+
+    def embed(self, inputs: Any, **kwargs: Any) -> EmbeddingResponse:
+        """The primary's :meth:`ChatModel.embed`: embeddings never fall back, since two
+        models' vectors live in different spaces and cannot be mixed in one index."""
+        return self.members[0].embed(inputs, **kwargs)
+
+    async def embed_async(self, inputs: Any, **kwargs: Any) -> EmbeddingResponse:
+        """The primary's :meth:`ChatModel.embed_async` (embeddings never fall back)."""
+        return await self.members[0].embed_async(inputs, **kwargs)
 
     @property
     def chain(self) -> tuple[ChatModel, ...]:

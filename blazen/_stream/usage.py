@@ -12,7 +12,11 @@ from typing import Optional
 import attrs
 
 from .._kit import StreamState
-from .._types import CompletionRequest, CompletionResponse, TokenUsage
+from .._types import (
+    CompletionRequest,
+    CompletionResponse,
+    TokenUsage,
+)
 
 __all__ = ["CHARS_PER_TOKEN", "priced", "usage_so_far"]
 

@@ -22,6 +22,8 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    name_response,
+    priced_usage,
     server_tool_chunk,
     stream_chunk,
 )
@@ -74,6 +76,8 @@ __all__ = [
     "Vector",
     "VideoPart",
     "immutable",
+    "name_response",
+    "priced_usage",
     "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",

@@ -102,7 +102,8 @@ def _returned(job: Job, value: Any) -> ToolResult:
         text = value.text
         if value.images:
             n = len(value.images)
-            text += f"\n({n} image{'s' if n > 1 else ''} follow{'' if n > 1 else 's'} this result)"
+            note = f"({n} image{'s' if n > 1 else ''} follow{'' if n > 1 else 's'} this result)"
+            text = f"{text}\n{note}" if text else note
         return ToolResult(call=job.call, content=text, output=value, images=value.images)
     return ToolResult(call=job.call, content=content(value), output=value)
 

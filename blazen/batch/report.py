@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Optional
 
 import attrs
@@ -37,6 +38,9 @@ class BatchReport:
     out: Optional[str] = None
     #: Provider batches sent or picked up (``via="provider"``); 0 for streamed runs.
     batches: int = 0
+    #: What this run's tokens cost in US dollars (``usage.cost`` summed over the items the
+    #: price table knows, failed items' partial usage included), or None if it knows none.
+    cost: Optional[Decimal] = None
 
     @property
     def requests_per_second(self) -> float:
@@ -60,6 +64,8 @@ class BatchReport:
             f" in {self.elapsed:.1f} s ({self.requests_per_second:.1f} requests/s); "
             f"{self._tokens()}"
         )
+        if self.cost is not None:
+            text += f", ${self.cost:.4f}"
         if self.rate_limited:
             text += (
                 f"; {self.rate_limited} rate-limited tries retried, concurrency "

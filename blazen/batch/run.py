@@ -32,6 +32,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any, Callable, Optional, Union
 
 import attrs
@@ -116,6 +117,7 @@ class _Run:
         self.keys = 0
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
         self.tokens_in = self.tokens_out = self.no_usage = 0
+        self.cost: Optional[Decimal] = None
         self.stopping = False
         self.started = time.monotonic()
 
@@ -253,6 +255,10 @@ class _Run:
                 self.no_usage += 1
         else:
             self.counts["failed"] += 1
+            usage = result.error.usage if result.error is not None else None
+        cost = None if usage is None else usage.cost
+        if cost is not None:
+            self.cost = cost if self.cost is None else self.cost + cost
         if self.progress is not None:
             self.progress.update(
                 ok=self.counts["ok"],
@@ -297,6 +303,7 @@ class _Run:
             rate_limited=self.counts["rate_limited"],
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
+            cost=self.cost,
             no_usage=self.no_usage,
             elapsed=time.monotonic() - self.started,
             concurrency=self.limiter.ceiling,

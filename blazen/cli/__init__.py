@@ -145,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="resume the conversation saved in FILE (JSON Lines, as /save writes)",
     )
+    add_fallback_argument(chat)
     chat.add_argument(
         "--stats",
         action="store_true",
@@ -206,6 +207,26 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
         variables = " or ".join(info.key_env)
         msg = f"no API key for {info.name}: set {variables}, or pass --api-key"
         raise AuthError(msg, provider=info.name) from None
+
+
+def add_fallback_argument(cmd: argparse.ArgumentParser) -> None:
+    """``--fallback NAME`` (repeatable): the providers tried, in order, if the first fails."""
+    cmd.add_argument(
+        "--fallback",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Providers factory to try next when the model fails before its first chunk "
+        "(rate limit, overload, connection, timeout, 5xx); repeat for a longer chain",
+    )
+
+
+def _with_fallbacks(model: ChatModel, args: argparse.Namespace) -> ChatModel:
+    """``model``, or a fallback chain of it and each ``--fallback`` provider's default."""
+    names = getattr(args, "fallback", None) or []
+    if not names:
+        return model
+    return Providers.fallback(model, *(_factory(name)() for name in names))
 
 
 def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
@@ -288,6 +309,7 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
         interactive = _interactive(args)
         prompt = "" if interactive else _prompt(args)
         model, server = _build_model(args, output)
+        model = _with_fallbacks(model, args)
         limits = {"max_tokens": args.max_tokens, "temperature": args.temperature}
         if interactive:
             session = ChatSession(
@@ -340,7 +362,7 @@ def _batch(args: argparse.Namespace, output: _Output) -> int:
             output.note(f"every item of {args.input} is already in {args.out}: nothing to run")
             return EXIT_OK
         model, server = _build_model(args, output)
-        return cli_batch.run(args, model, output.note)
+        return cli_batch.run(args, _with_fallbacks(model, args), output.note)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED  # batch.run has printed its report and how to resume
     finally:

@@ -52,6 +52,14 @@ def add_parser(sub: Any, *, provider_help: str, api_key_help: str) -> None:
     cmd.add_argument("--provider", help=provider_help)
     cmd.add_argument("--api-key", help=api_key_help)
     cmd.add_argument("--model", help="the model id (default: the provider's default)")
+    cmd.add_argument(
+        "--fallback",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Providers factory to try next when the model fails before its first chunk; "
+        "repeat for a longer chain",
+    )
     cmd.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
     cmd.add_argument(
         "--api",

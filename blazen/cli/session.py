@@ -101,6 +101,9 @@ class Stats:
         parts = []
         if usage is not None:
             parts.append(f"{usage.prompt_tokens} tokens in, {usage.completion_tokens} out")
+            cost = usage.cost
+            if cost is not None:
+                parts.append(f"${cost:.6f}")
         else:
             parts.append("tokens unknown (the server reported no usage)")
         if self.first is not None:

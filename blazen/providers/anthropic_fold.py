@@ -152,6 +152,7 @@ class Turn:
         "done",
         "keep",
         "messages",
+        "open_text",
         "prior_usage",
         "server_names",
         "text_len",
@@ -172,7 +173,10 @@ class Turn:
         self.usage: dict[str, Any] = {}
         #: Server tool names by call id, to name the result that answers each.
         self.server_names: dict[str, str] = {}
+        #: Characters of answer text in the blocks closed so far (citation spans).
         self.text_len = 0
+        #: The open text block's fragments: appended to on the hot path, nothing else.
+        self.open_text: Optional[list[str]] = None
         self._container: Optional[Mapping[str, Any]] = None
 
     def begin_message(self, usage: Mapping[str, Any], current: Optional[TokenUsage]) -> None:
@@ -192,7 +196,9 @@ class Turn:
         """A ``content_block_start``."""
         block = Block(start, self.text_len)
         self.blocks[index] = block
-        if block.type not in _REBUILT:
+        if block.type == "text":
+            self.open_text = block.parts
+        elif block.type not in _REBUILT:
             self.keep = True
         return block
 
@@ -201,6 +207,12 @@ class Turn:
         block = self.blocks.pop(index, None)
         if block is not None:
             self.done.append(block)
+            if block.type == "text":
+                self.open_text = None
+                start = block.start.get("text")
+                self.text_len += sum(map(len, block.parts)) + (
+                    len(start) if isinstance(start, str) else 0
+                )
             if block.citations:
                 self.keep = True
         return block
@@ -342,10 +354,7 @@ class AnthropicFold(Turn):
                 state.tool_delta(index, None, None, json.dumps(given))
             return state.emit(None, None)
         if btype == "text":
-            text = start.get("text")
-            if text and isinstance(text, str):
-                turn.text_len += len(text)
-            return state.emit(text, None)
+            return state.emit(start.get("text"), None)
         if btype == "thinking":
             return state.emit(None, start.get("thinking"))
         if btype == "redacted_thinking":
@@ -363,16 +372,17 @@ class AnthropicFold(Turn):
         state = self.state
         delta = obj.get("delta") or {}
         dtype = delta.get("type")
-        turn = self
-        block = turn.blocks.get(obj.get("index"))
         if dtype == "text_delta":
+            # The hot path: one append beside emit (Anthropic streams one block at a time).
             text = delta.get("text")
             if text is not None and not isinstance(text, str):
                 raise malformed(self.provider, "text_delta.text is not a string", data)
-            if text and block is not None:
-                block.parts.append(text)
-                turn.text_len += len(text)
+            parts = self.open_text
+            if text and parts is not None:
+                parts.append(text)
             return state.emit(text, None)
+        turn = self
+        block = turn.blocks.get(obj.get("index"))
         if dtype == "thinking_delta":
             text = delta.get("thinking")
             chunk = state.emit(None, text)

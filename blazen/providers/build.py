@@ -10,7 +10,7 @@ from .._http import shown_url
 from .._kit import WireFormat
 from .._stream import ChatModel, ModelOptions
 from ..errors import AuthError, UnsupportedError, ValidationError
-from .embeddings import OpenAIEmbeddings
+from .embeddings import ANY_CONCURRENCY, OPENAI_BATCH, OpenAIEmbeddings
 from .openai import OpenAIWire
 from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
@@ -132,6 +132,15 @@ def openai_format(
     ``{base_url}/responses``)."""
     options = dict(options)
     embedding_model = pop_embedding_model(options, embedding_model)
+    embedding_batch = pop_option(options, "embedding_batch_size", OPENAI_BATCH, int)
+    if not 1 <= embedding_batch <= OPENAI_BATCH:
+        msg = f"embedding_batch_size must be from 1 to {OPENAI_BATCH}, got {embedding_batch}"
+        raise ValueError(msg)
+    embedding_concurrency = pop_option(options, "embedding_concurrency", ANY_CONCURRENCY, int)
+    if embedding_concurrency < 1:
+        msg = f"embedding_concurrency must be at least 1, got {embedding_concurrency}"
+        raise ValueError(msg)
+    limits = (embedding_batch, embedding_concurrency)
     api = pop_option(options, "api", "chat", str)
     if api not in _APIS:
         msg = f"api must be 'chat' (chat completions) or 'responses' (Responses API), not {api!r}"
@@ -141,7 +150,7 @@ def openai_format(
             provider, api_key, model, base_url, options, responses_url, auth_header
         )
         embedder = _embedder(
-            provider, base, api_key, auth_header, opts, embedding_model, embeddings_url
+            provider, base, api_key, auth_header, opts, embedding_model, embeddings_url, limits
         )
         return _model(wire, model, base, opts, api_key, embedder)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
@@ -184,7 +193,7 @@ def openai_format(
         reasoning_details=reasoning_details,
     )
     embedder = _embedder(
-        provider, base, api_key, auth_header, opts, embedding_model, embeddings_url
+        provider, base, api_key, auth_header, opts, embedding_model, embeddings_url, limits
     )
     return _model(wire, model, base, opts, api_key, embedder)
 
@@ -197,6 +206,7 @@ def _embedder(
     opts: ModelOptions,
     embedding_model: Optional[str],
     embeddings_url: Optional[str],
+    limits: tuple[int, int],
 ) -> Optional[OpenAIEmbeddings]:
     """The OpenAI-format embeddings of a model, whichever API its completions speak."""
     if embedding_model is None:
@@ -211,6 +221,8 @@ def _embedder(
         headers=opts.headers,
         # Mistral answers unknown fields with 422 (see the registry's stream_usage).
         base64=provider != "mistral",
+        batch_size=limits[0],
+        concurrency=limits[1],
     )
 
 

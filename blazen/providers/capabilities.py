@@ -120,7 +120,7 @@ WIRES: dict[str, Capabilities] = {
 
 
 #: Presets of the OpenAI wire whose servers take video, as the ``video_url`` part their docs
-#: show (chat completions itself has none): the README cell for each.
+#: show (chat completions itself has none): the provider table's cell for each.
 VIDEO_PRESETS: dict[str, str] = {
     # https://openrouter.ai/docs/features/multimodal/videos: a URL or a base64 data URL.
     "openrouter": "`video_url` (URL or base64)",

@@ -6,7 +6,8 @@
   "total_tokens"}}`` (https://platform.openai.com/docs/api-reference/embeddings/create).
   At most 2,048 inputs a request. Base64, as the official SDK asks by default: the
   float32 bytes themselves, a fifth of the JSON text. A server that ignores the field
-  (llama.cpp's, some proxies) sends number lists, which are read as well.
+  (llama.cpp's, some proxies) sends number lists, which are read as well; and
+  llama-cpp-python's, for a model without pooling, a list per token, which is averaged.
 - Gemini ``POST models/{model}:batchEmbedContents``: ``{"requests": [{"model":
   "models/...", "content": {"parts": [{"text"}]}, "outputDimensionality"?}]}``, answered
   ``{"embeddings": [{"values": [...]}]}`` (https://ai.google.dev/api/embeddings), at most
@@ -32,6 +33,7 @@ from .._types import TokenUsage, Vector
 from ..errors import ProviderError
 
 __all__ = [
+    "ANY_CONCURRENCY",
     "GEMINI_BATCH",
     "OPENAI_BATCH",
     "GeminiEmbeddings",
@@ -45,6 +47,8 @@ OPENAI_BATCH = 2048
 GEMINI_BATCH = 100
 #: Ollama documents no limit; a batch this size keeps one request short.
 OLLAMA_BATCH = 512
+#: No limit of the server's own on requests in flight (the call's ``concurrency`` rules).
+ANY_CONCURRENCY = 1 << 16
 
 _SWAP = sys.byteorder != "little"  # base64 embeddings are little-endian float32
 
@@ -60,8 +64,29 @@ def _vector(values: Any) -> Vector:
     if not isinstance(values, list):
         msg = f"an embedding is a list of numbers or a base64 string, got {type(values).__name__}"
         raise TypeError(msg)
+    if values and isinstance(values[0], list):
+        return _mean(values)
     # array() refuses anything that is not a number (a string, None) with TypeError.
     return array("f", values)
+
+
+def _mean(rows: list[Any]) -> Vector:
+    """One vector per token, averaged into one (mean pooling).
+
+    llama-cpp-python's server answers with a vector per token when the model has no pooling
+    of its own (a chat model such as the bundled Gemma: its ``/v1/embeddings`` cannot be
+    told to pool), where every other server sends one per input.
+    """
+    vectors = [array("f", row) for row in rows]
+    width = len(vectors[0])
+    if any(len(v) != width for v in vectors):
+        msg = "per-token embeddings of different lengths"
+        raise ValueError(msg)
+    sums = [0.0] * width
+    for vector in vectors:
+        for i, x in enumerate(vector):
+            sums[i] += x
+    return array("f", [x / len(vectors) for x in sums])
 
 
 def _count(provider: str, vectors: Sequence[Vector], count: int, body: str) -> None:
@@ -91,10 +116,12 @@ class OpenAIEmbeddings:
         send_model: bool = True,
         base64: bool = True,
         batch_size: int = OPENAI_BATCH,
+        concurrency: int = ANY_CONCURRENCY,
     ) -> None:
         self.provider = provider
         self.model = model
         self.batch_size = batch_size
+        self.concurrency = concurrency
         # Azure's URL names the deployment: "{model}" in it is the call's model.
         self._url = url
         self._headers = _headers(auth, headers)
@@ -164,6 +191,7 @@ class GeminiEmbeddings:
         self.provider = provider
         self.model = model
         self.batch_size = batch_size
+        self.concurrency = ANY_CONCURRENCY
         self._base = base_url.rstrip("/")
         # The key goes in x-goog-api-key, never in the URL (which errors and logs show).
         self._headers = _headers(("x-goog-api-key", api_key) if api_key else None, headers)
@@ -227,6 +255,7 @@ class OllamaEmbeddings:
         self.provider = provider
         self.model = model
         self.batch_size = batch_size
+        self.concurrency = ANY_CONCURRENCY
         self._url = base_url.rstrip("/") + "/api/embed"
         auth = ("Authorization", f"Bearer {api_key}") if api_key else None
         self._headers = _headers(auth, headers)

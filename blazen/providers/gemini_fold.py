@@ -269,12 +269,16 @@ class GeminiFold:
             state.usage = usage_of(usage)
         candidates = obj.get("candidates")
         if not candidates:
-            blocked = (obj.get("promptFeedback") or {}).get("blockReason")
+            feedback = obj.get("promptFeedback") or {}
+            blocked = feedback.get("blockReason")
             if blocked:
+                # blockReasonMessage says why in words, where Gemini gives one.
+                why = feedback.get("blockReasonMessage")
+                said = f": {why}" if isinstance(why, str) and why else ""
                 raise error_from_provider(
                     provider=self.provider,
                     status=None,
-                    message=f"the prompt was blocked ({blocked}); no answer was generated",
+                    message=f"the prompt was blocked ({blocked}{said}); no answer was generated",
                     error_type="prompt_blocked",
                     code=blocked,
                     body=raw,

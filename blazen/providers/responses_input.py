@@ -292,7 +292,9 @@ def request_body(
         body["top_p"] = req.top_p
     if req.reasoning_effort is not None:
         # summary "auto": reasoning summaries stream only when asked for.
-        body["reasoning"] = {"effort": req.reasoning_effort, "summary": "auto"}
+        body["reasoning"] = {"effort": req.reasoning_effort}
+        if req.reasoning_effort != "none":  # no reasoning, nothing to summarise
+            body["reasoning"]["summary"] = "auto"
     tools = [
         {
             "type": "function",

@@ -25,7 +25,7 @@ they test.
 
 from __future__ import annotations
 
-from .batches import BatchFailure, BatchServer
+from .batches import BatchFailure, BatchServer, FakeBatch
 from .recorder import Recorder
 from .replies import Action, Drop, Pause, Reply, Stall
 from .server import ConnectionRecord, RecordedRequest, StreamServer
@@ -37,6 +37,7 @@ __all__ = [
     "BatchServer",
     "ConnectionRecord",
     "Drop",
+    "FakeBatch",
     "Pause",
     "RecordedRequest",
     "Recorder",

@@ -51,7 +51,10 @@ def _echo(provider: str, custom_id: str, body: Mapping[str, Any]) -> Answer:
 
 def _last_user_text(body: Mapping[str, Any]) -> str:
     # OpenAI and Anthropic: messages; Gemini: contents. The text of the last user turn.
-    turns = body.get("messages") or body.get("contents") or []
+    # The Responses API: input is a string or a list of items.
+    if isinstance(body.get("input"), str):
+        return str(body["input"])
+    turns = body.get("messages") or body.get("contents") or body.get("input") or []
     for turn in reversed(turns):
         if turn.get("role") != "user":
             continue
@@ -293,7 +296,7 @@ class BatchServer:
             provider="openai",
             id=f"batch_{len(self.batches) + 1:06d}",
             items=items,
-            metadata=dict(req.get("metadata") or {}),
+            metadata={**(req.get("metadata") or {}), "_endpoint": endpoint},
         )
         self.batches.append(batch)
         if errors:
@@ -314,7 +317,7 @@ class BatchServer:
         return {
             "id": batch.id,
             "object": "batch",
-            "endpoint": "/v1/chat/completions",
+            "endpoint": batch.metadata.get("_endpoint", "/v1/chat/completions"),
             "errors": {"object": "list", "data": errors} if errors else None,
             "input_file_id": "file-in",
             "completion_window": "24h",
@@ -337,7 +340,9 @@ class BatchServer:
                 row["response"] = {
                     "status_code": 200,
                     "request_id": f"req_{n}",
-                    "body": _openai_completion(body, ans, n),
+                    "body": _openai_response(body, ans, n)
+                    if batch.metadata.get("_endpoint") == "/v1/responses"
+                    else _openai_completion(body, ans, n),
                 }
                 row["error"] = None
                 ok.append(json.dumps(row).encode())
@@ -673,6 +678,33 @@ def _openai_completion(body: Mapping[str, Any], text: str, n: int) -> dict[str, 
             }
         ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _openai_response(body: Mapping[str, Any], text: str, n: int) -> dict[str, Any]:
+    # A Responses API response object (a batch line of endpoint /v1/responses).
+    return {
+        "id": f"resp_batch{n}",
+        "object": "response",
+        "created_at": 1_764_000_000,
+        "status": "completed",
+        "model": body.get("model", "gpt-5"),
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_batch{n}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        },
     }
 
 

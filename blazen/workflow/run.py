@@ -8,31 +8,28 @@ waiting for a step: each step call runs under its own ``CancelToken`` as the amb
 which the dispatcher cancels to stop the streams inside, and the step's thread is left to
 finish on its own.
 
-An ``async`` step call is a task instead: on the event loop of ``run_async``'s caller, or
-on a loop of the call's own thread under ``run``. Cancelling its token cancels the task.
+How one call runs (a thread, or an ``async`` step's task on a loop) is :mod:`.stepcall`'s.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import queue
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._cancel import CancelToken, cancel_scope
+from .._cancel import CancelToken
 from .._telemetry import operation_span
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
 from .backlog import Backlog
-from .context import Context, Shared
+from .context import Shared
 from .events import (
     START_EVENT,
     STOP_EVENT,
     Event,
     Step,
-    StepOutput,
     WorkflowResult,
     result_of,
 )
@@ -45,74 +42,12 @@ from .handoff import (
     StepRaised,
     StepReturned,
 )
+from .stepcall import step_task, step_thread
 
 if TYPE_CHECKING:
     import asyncio
 
 __all__ = ["WorkflowRun", "observer_error"]
-
-
-def _attributes(call: StepCall) -> dict[str, Any]:
-    return {"blazen.workflow.step": call.step.name, "blazen.workflow.event": call.event.event_type}
-
-
-def _invoke(shared: Shared, call: StepCall) -> Any:
-    step = call.step
-    if step.wants_ctx:
-        return step.handler(call.event, Context(shared, call))
-    return step.handler(call.event)
-
-
-def _finish(shared: Shared, call: StepCall, outcome: Union[StepReturned, StepRaised]) -> None:
-    shared.finish(outcome)
-    # The call is over: what its token still reaches (a stream in a thread the step left
-    # behind) works for nobody now.
-    did = "returned" if isinstance(outcome, StepReturned) else "raised"
-    call.token.cancel(f"step {call.step.name!r} has {did}")
-
-
-def _step_thread(shared: Shared, call: StepCall) -> None:
-    if call.step.is_async:
-        import asyncio  # only runs with async steps pay for it
-
-        # A loop of this call's own: the step may await complete_async and the like.
-        asyncio.run(_step_task(shared, call))
-        return
-    outcome: Union[StepReturned, StepRaised]
-    try:
-        # The step thread runs in a copy of the dispatcher's context: the run's span is
-        # current, and this step's span its child.
-        with operation_span(f"step {call.step.name}", _attributes(call)), cancel_scope(call.token):
-            value = _invoke(shared, call)
-        outcome = StepReturned(call, StepOutput.of(value).events)
-    except BaseException as exc:  # the dispatcher decides what any failure means
-        outcome = StepRaised(call, exc)
-    _finish(shared, call, outcome)
-
-
-async def _step_task(shared: Shared, call: StepCall) -> None:
-    """An async step call, as a task on some loop; cancelled when its token is."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-
-    def cancel_task() -> None:  # any thread: the dispatcher cancels tokens on its own
-        with contextlib.suppress(RuntimeError):  # the loop has closed: nothing to cancel
-            loop.call_soon_threadsafe(task.cancel)
-
-    unsubscribe = call.token.subscribe(cancel_task)
-    outcome: Union[StepReturned, StepRaised]
-    try:
-        with operation_span(f"step {call.step.name}", _attributes(call)), cancel_scope(call.token):
-            value = await _invoke(shared, call)
-        outcome = StepReturned(call, StepOutput.of(value).events)
-    except BaseException as exc:  # asyncio.CancelledError too: the call was abandoned
-        outcome = StepRaised(call, exc)
-    finally:
-        unsubscribe()
-    _finish(shared, call, outcome)
 
 
 class WorkflowRun:
@@ -320,7 +255,7 @@ class WorkflowRun:
             # (and any contextvar the caller set) belongs to that call alone.
             thread = threading.Thread(
                 target=contextvars.copy_context().run,
-                args=(_step_thread, self.shared, call),
+                args=(step_thread, self.shared, call),
                 name=f"blazen-step-{step.name}",
                 daemon=True,
             )
@@ -332,7 +267,7 @@ class WorkflowRun:
         # The task runs in a copy of this thread's context (call_soon_threadsafe takes
         # one), as a step thread does.
         try:
-            asyncio.run_coroutine_threadsafe(_step_task(self.shared, call), loop)
+            asyncio.run_coroutine_threadsafe(step_task(self.shared, call), loop)
         except RuntimeError as exc:  # the caller's loop has closed: the call cannot run
             self.shared.finish(StepRaised(call, exc))
 

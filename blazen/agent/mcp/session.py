@@ -290,7 +290,11 @@ class McpSession:
                 loop.call_soon_threadsafe(fn)
 
     def _signal_stop(self) -> None:
-        if self._stop is not None:
+        if self._client is None:
+            # Still connecting (a server that never answers): nothing to wait for, so the
+            # connect is cancelled; the SDK's stdio shutdown still ends the process.
+            self._cancel_main()
+        elif self._stop is not None:
             self._stop.set()
 
     def _cancel_main(self) -> None:

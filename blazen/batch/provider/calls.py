@@ -60,7 +60,7 @@ class Caller:
         finished = False
         try:
             tail = b""
-            for data in resp.iter_bytes():
+            while data := resp.read():
                 tail += data
                 *whole, tail = tail.split(b"\n")
                 for line in whole:
@@ -87,6 +87,7 @@ class Caller:
             resp = model.transport.open(
                 request,
                 self.abort,
+                provider=self.provider,
                 stream=False,
                 connect_timeout=opts.connect_timeout,
                 read_timeout=opts.idle_timeout,
@@ -108,7 +109,7 @@ class Caller:
         finished = False
         try:
             opts = self.model.options
-            text = resp.read_body(MAX_JSON_BYTES, self.provider, within=opts.idle_timeout)
+            text = resp.read_body(MAX_JSON_BYTES, within=opts.idle_timeout)
             finished = True
             resp.release()
         except BlazenError:

@@ -7,6 +7,7 @@ from ...errors import UnsupportedError
 from ...providers.anthropic import AnthropicWire
 from ...providers.gemini import GeminiWire
 from ...providers.openai import OpenAIWire
+from ...providers.responses import ResponsesWire
 from .anthropic import AnthropicBatches
 from .api import BatchAPI
 from .gemini import GeminiBatches
@@ -19,7 +20,8 @@ def batch_api_for(model: ChatModel) -> BatchAPI:
     """The batch API of ``model``'s wire, or ``UnsupportedError`` for a wire without one."""
     wire = model.wire
     # Azure's batch API wants global-batch deployments and its own file paths: not spoken.
-    if isinstance(wire, OpenAIWire) and model.provider != "azure":
+    # A Responses-API model batches on OpenAI's Batch API too (endpoint /v1/responses).
+    if isinstance(wire, (OpenAIWire, ResponsesWire)) and model.provider != "azure":
         return OpenAIBatches(model, wire)
     if isinstance(wire, AnthropicWire):
         return AnthropicBatches(model, wire)

@@ -1,5 +1,8 @@
 """OpenAI's Batch API: a JSONL input file uploaded, a batch made of it, output files read.
 
+Chat-completions models batch on ``/v1/chat/completions``, Responses-API models
+(``api="responses"``) on ``/v1/responses``: the endpoint is the wire's own path.
+
 https://platform.openai.com/docs/guides/batch and the API reference (Files, Batches): each
 input line is ``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body"}``
 with the body a non-streaming request; a batch holds at most 50,000 lines and 200 MB; its
@@ -13,12 +16,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Optional
+from typing import Optional, Union
 
 from ..._stream import ChatModel
 from ..._types import CompletionRequest
 from ...errors import error_from_provider
 from ...providers.openai import OpenAIWire
+from ...providers.responses import ResponsesWire
 from .api import BatchState, ItemResult, auth_headers, required_field
 from .calls import Caller
 
@@ -33,7 +37,7 @@ class OpenAIBatches:
     max_items = 50_000
     max_bytes = 200 * 1024 * 1024
 
-    def __init__(self, model: ChatModel, wire: OpenAIWire) -> None:
+    def __init__(self, model: ChatModel, wire: Union[OpenAIWire, ResponsesWire]) -> None:
         self.provider = model.provider
         self._wire = wire
         self._base = model.base_url.rstrip("/")
