@@ -8,6 +8,7 @@ against ``blazen.testing.StreamServer``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +85,14 @@ def stdio_server(server_log: Any) -> Any:
         yield session
 
 
-@pytest.fixture(scope="module")
-def http_url(server_log: Any) -> Any:
+@contextlib.contextmanager
+def http_process(log: Any) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test server on a free loopback port over streamable HTTP: its URL and process."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)], stdout=server_log, stderr=server_log
+        [sys.executable, str(SERVER), "http", str(port)], stdout=log, stderr=log
     )
     try:
         deadline = time.monotonic() + 60
@@ -99,10 +102,16 @@ def http_url(server_log: Any) -> Any:
                 break
             except OSError:
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def http_url(server_log: Any) -> Any:
+    with http_process(server_log) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +256,27 @@ def test_a_crashed_server_is_a_connection_error_for_every_call(server_log):
         with pytest.raises(blazen.ConnectionError):
             session.call("add", {"a": 1, "b": 2})
     assert gone(pid)
+    assert len(mcp_threads()) == before
+
+
+def test_an_http_server_that_dies_mid_call_is_a_connection_error(server_log):
+    """Over HTTP too: the process behind the URL dies during a call, a typed error, in time."""
+    before = len(mcp_threads())
+    with http_process(server_log) as (url, proc), mcp.http(url) as session:
+        with pytest.raises((blazen.ConnectionError, blazen.TimeoutError)):
+            session.call("crash", {}, timeout=30)
+        assert proc.wait(10) == 3
+        with pytest.raises(blazen.ConnectionError):
+            session.call("add", {"a": 1, "b": 2}, timeout=30)
+    assert len(mcp_threads()) == before
+
+
+def test_ctrl_c_inside_an_http_with_closes_the_session(http_url):
+    """A KeyboardInterrupt in the block goes up once the HTTP session's thread has ended."""
+    before = len(mcp_threads())
+    with pytest.raises(KeyboardInterrupt), mcp.http(http_url, protocol="legacy") as session:
+        session.call("add", {"a": 1, "b": 2})
+        raise KeyboardInterrupt
     assert len(mcp_threads()) == before
 
 
