@@ -131,27 +131,71 @@ def test_a_request_cannot_raise_the_models_cap(server):
     assert rec.done[0] == "paused" and len(server.requests) == 2
 
 
-def test_a_non_streamed_paused_turn_is_reported_paused(server, model):
-    """model.complete() does not continue: it reports "paused", the content kept verbatim."""
-    body = {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-opus-4-8",
-        "content": [
-            {
-                "type": "server_tool_use",
-                "id": "srvtoolu_1",
-                "name": "web_search",
-                "input": {"query": "q"},
-            },
-            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
-        ],
-        "stop_reason": "pause_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5},
-    }
-    server.add(Reply.json(body))
+PAUSED_BODY = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-opus-4-8",
+    "content": [
+        {"type": "text", "text": "Searching. "},
+        {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"q": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []},
+    ],
+    "stop_reason": "pause_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 10, "output_tokens": 5},
+}
+DONE_BODY = {
+    "id": "msg_2",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-opus-4-8",
+    "content": [
+        {
+            "type": "text",
+            "text": "Found it.",
+            "citations": [
+                {
+                    "type": "web_search_result_location",
+                    "cited_text": "it",
+                    "url": "https://example.com",
+                    "title": "Example",
+                    "encrypted_index": "Eo8",
+                }
+            ],
+        }
+    ],
+    "stop_reason": "end_turn",
+    "stop_sequence": None,
+    "usage": {"input_tokens": 30, "output_tokens": 4},
+}
+
+
+def test_a_non_streamed_paused_turn_continues_and_joins_into_one_response(server, model):
+    """model.complete(): the continuation's answer joined to the paused one, usage added."""
+    server.add(Reply.json(PAUSED_BODY), Reply.json(DONE_BODY))
     resp = model.complete(request())
-    assert resp.finish_reason == "paused"
-    assert resp.provider_items[0].data == body["content"]
+    assert resp.content == "Searching. Found it." and resp.finish_reason == "stop"
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (40, 9)
+    assert resp.id == "msg_1"
+    (cite,) = resp.citations
+    assert resp.content[cite.text_start : cite.text_end] == "Found it."
+    (item,) = resp.provider_items
+    assert [b["type"] for b in item.data] == [
+        "text",
+        "server_tool_use",
+        "web_search_tool_result",
+        "text",
+    ]
+    second = server.requests[1].json()
+    assert second["messages"][1]["content"] == PAUSED_BODY["content"]
+    assert "stream" not in second
+
+
+def test_a_non_streamed_paused_turn_past_the_cap_is_reported_paused(server):
+    """With max_continuations=0 model.complete() reports "paused", the content verbatim."""
+    model = model_for("anthropic", server, max_retries=0, max_continuations=0)
+    server.add(Reply.json(PAUSED_BODY))
+    resp = model.complete(request())
+    assert resp.finish_reason == "paused" and len(server.requests) == 1
+    assert resp.provider_items[0].data == PAUSED_BODY["content"]

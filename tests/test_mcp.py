@@ -8,6 +8,7 @@ against ``blazen.testing.StreamServer``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +86,14 @@ def stdio_server(server_log: Any) -> Any:
         yield session
 
 
-@pytest.fixture(scope="module")
-def http_url(server_log: Any) -> Any:
+@contextlib.contextmanager
+def http_process(log: Any) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The test server on a free loopback port over streamable HTTP: its URL and process."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)], stdout=server_log, stderr=server_log
+        [sys.executable, str(SERVER), "http", str(port)], stdout=log, stderr=log
     )
     try:
         deadline = time.monotonic() + 60
@@ -99,10 +103,16 @@ def http_url(server_log: Any) -> Any:
                 break
             except OSError:
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/mcp", proc
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def http_url(server_log: Any) -> Any:
+    with http_process(server_log) as (url, _):
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -200,8 +210,11 @@ def test_ctrl_c_during_a_call_cancels_it_on_the_server(session, tmp_path):
 def test_calls_run_concurrently(session):
     """Two calls from two threads are in flight at once: each sees the other arrive."""
     out: list[str] = []
+    group = uuid.uuid4().hex
     threads = [
-        threading.Thread(target=lambda: out.append(session.call("meet", {"count": 2}).text))
+        threading.Thread(
+            target=lambda: out.append(session.call("meet", {"group": group, "count": 2}).text)
+        )
         for _ in range(2)
     ]
     for t in threads:
@@ -247,6 +260,27 @@ def test_a_crashed_server_is_a_connection_error_for_every_call(server_log):
         with pytest.raises(blazen.ConnectionError):
             session.call("add", {"a": 1, "b": 2})
     assert gone(pid)
+    assert len(mcp_threads()) == before
+
+
+def test_an_http_server_that_dies_mid_call_is_a_connection_error(server_log):
+    """Over HTTP too: the process behind the URL dies during a call, a typed error, in time."""
+    before = len(mcp_threads())
+    with http_process(server_log) as (url, proc), mcp.http(url) as session:
+        with pytest.raises((blazen.ConnectionError, blazen.TimeoutError)):
+            session.call("crash", {}, timeout=30)
+        assert proc.wait(10) == 3
+        with pytest.raises(blazen.ConnectionError):
+            session.call("add", {"a": 1, "b": 2}, timeout=30)
+    assert len(mcp_threads()) == before
+
+
+def test_ctrl_c_inside_an_http_with_closes_the_session(http_url):
+    """A KeyboardInterrupt in the block goes up once the HTTP session's thread has ended."""
+    before = len(mcp_threads())
+    with pytest.raises(KeyboardInterrupt), mcp.http(http_url, protocol="legacy") as session:
+        session.call("add", {"a": 1, "b": 2})
+        raise KeyboardInterrupt
     assert len(mcp_threads()) == before
 
 
@@ -399,11 +433,48 @@ def test_two_turns_call_a_python_tool_and_an_mcp_tool_in_parallel(server, model,
 
 def test_the_agent_runs_mcp_calls_concurrently(server, model, session):
     """Two parallel MCP calls in one turn are in flight at once (tool_concurrency=2)."""
+    group = uuid.uuid4().hex
     server.add(
-        tools_turn(("c1", "meet", {"count": 2}), ("c2", "meet", {"count": 2})),
+        tools_turn(
+            ("c1", "meet", {"group": group, "count": 2}),
+            ("c2", "meet", {"group": group, "count": 2}),
+        ),
         text_turn("done"),
     )
     Agent(model, tools=session.tools(), tool_concurrency=2).run("go")
+    assert [m["content"] for m in tool_messages(server, 1)] == ["met", "met"]
+
+
+def test_with_tool_concurrency_1_the_calls_take_turns(server, model, session):
+    """The same turn with tool_concurrency=1: the first call waits alone (the check can fail)."""
+    group = uuid.uuid4().hex
+    server.add(
+        tools_turn(
+            ("c1", "meet", {"group": group, "count": 2}),
+            ("c2", "meet", {"group": group, "count": 2}),
+        ),
+        text_turn("done"),
+    )
+    Agent(model, tools=session.tools(), tool_concurrency=1).run("go")
+    assert [m["content"] for m in tool_messages(server, 1)] == ["alone", "met"]
+
+
+def test_a_python_tool_and_an_mcp_tool_run_at_the_same_time(server, model, session):
+    """In one turn, a Python tool and an MCP tool are in flight together: each meets the other."""
+    group = uuid.uuid4().hex
+
+    @tool
+    def local_meet(count: int) -> str:
+        """Meets the MCP call from this side, through the same server."""
+        return session.call("meet", {"group": group, "count": count}).text
+
+    server.add(
+        tools_turn(
+            ("c1", "local_meet", {"count": 2}), ("c2", "meet", {"group": group, "count": 2})
+        ),
+        text_turn("done"),
+    )
+    Agent(model, tools=[local_meet, *session.tools()]).run("go")
     assert [m["content"] for m in tool_messages(server, 1)] == ["met", "met"]
 
 

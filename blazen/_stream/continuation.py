@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Optional, Protocol, runtime_checkable
 
-from .._kit import StreamState, normalise_finish_reason
-from .._types import CompletionRequest, CompletionResponse
+import attrs
 
-__all__ = ["Continuable", "continuation_limit", "next_request"]
+from .._kit import StreamState, normalise_finish_reason
+from .._types import CompletionRequest, CompletionResponse, ProviderItem
+
+__all__ = ["Continuable", "continuation_limit", "joined", "next_request", "next_whole_request"]
 
 
 @runtime_checkable
@@ -58,3 +60,54 @@ def next_request(
     state.finished = False
     state.raw_finish_reason = None
     return nxt
+
+
+def next_whole_request(
+    wire: object, req: CompletionRequest, paused: CompletionResponse, done: int, limit: int
+) -> Optional[CompletionRequest]:
+    """:func:`next_request` for a whole (non-streamed) response."""
+    if done >= limit or paused.finish_reason != "paused" or not isinstance(wire, Continuable):
+        return None
+    return wire.continuation(req, paused)
+
+
+def joined(first: CompletionResponse, then: CompletionResponse) -> CompletionResponse:
+    """Two whole (non-streamed) responses of one continued turn as one response.
+
+    The text, reasoning, calls and citations of both in order (the second's citation spans
+    moved past the first's text), usage added, the ending and details of the second, the
+    id of the first; verbatim content of the same kind joined into one list.
+    """
+    shift = len(first.content)
+    moved = tuple(
+        attrs.evolve(
+            c,
+            text_start=None if c.text_start is None else c.text_start + shift,
+            text_end=None if c.text_end is None else c.text_end + shift,
+        )
+        for c in then.citations
+    )
+    items: dict[tuple[str, str], ProviderItem] = {}
+    for item in (*first.provider_items, *then.provider_items):
+        key = (item.provider, item.kind)
+        before = items.get(key)
+        if before is not None and isinstance(before.data, list) and isinstance(item.data, list):
+            item = attrs.evolve(before, data=[*before.data, *item.data])
+        items[key] = item
+    usage = then.usage
+    if first.usage is not None:
+        usage = first.usage if usage is None else first.usage + usage
+    reasoning = "".join(r for r in (first.reasoning, then.reasoning) if r) or None
+    return attrs.evolve(
+        then,
+        content=first.content + then.content,
+        reasoning=reasoning,
+        tool_calls=(*first.tool_calls, *then.tool_calls),
+        usage=usage,
+        model=then.model or first.model,
+        reasoning_parts=(*first.reasoning_parts, *then.reasoning_parts),
+        id=first.id or then.id,
+        citations=(*first.citations, *moved),
+        stop_details=then.stop_details or first.stop_details,
+        provider_items=tuple(items.values()),
+    )

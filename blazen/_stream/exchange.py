@@ -21,7 +21,7 @@ from .._http import Abort, HttpRequest, ReadBudget, Response, framer, retry_dela
 from .._kit import SHAPE_ERRORS, StreamState, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, ConnectionError, InternalError, safe_str
-from .continuation import continuation_limit, next_request
+from .continuation import continuation_limit, joined, next_request, next_whole_request
 from .events import PROGRESS, Chunks, Done, Failed, Queued, Switched, WorkerEvent
 from .output import with_output
 from .usage import priced, usage_so_far
@@ -174,7 +174,21 @@ class Exchange:
         finished = False
         try:
             if not self.stream:
-                response = self._whole(resp)
+                response = self._parsed(resp)
+                limit = continuation_limit(opts.max_continuations, self.req)
+                continued = 0
+                while True:
+                    # A paused turn goes on here too, each whole answer joined to the last.
+                    nxt = next_whole_request(wire, self.req, response, continued, limit)
+                    if nxt is None:
+                        break
+                    finished = True
+                    resp.release()
+                    continued += 1
+                    resp = self._open(wire.build(nxt, stream=False))
+                    finished = False
+                    response = joined(response, self._parsed(resp))
+                response = self._finished_whole(response)
                 finished = True
                 resp.release()
                 self.post(Done(response))
@@ -230,17 +244,22 @@ class Exchange:
             raise
         return resp
 
-    def _whole(self, resp: Response) -> CompletionResponse:
+    def _parsed(self, resp: Response) -> CompletionResponse:
+        """A whole (non-streamed) body, read and parsed."""
         wire = self.model.wire
         opts = self.model.options
         body = resp.read_body(opts.max_event_bytes, within=opts.idle_timeout)
         try:
-            response = priced(wire.parse_response(body), wire.provider, self.model.model)
+            return wire.parse_response(body)
         except BlazenError:
             raise
         except SHAPE_ERRORS as exc:
             # A body of the wrong shape, as a streamed payload would be: not a bug.
             raise shape_error(wire.provider, exc, body) from exc
+
+    def _finished_whole(self, response: CompletionResponse) -> CompletionResponse:
+        """The whole answer priced, and read as the typed output when one was asked for."""
+        response = priced(response, self.model.wire.provider, self.model.model)
         if self.req.output is not None:
             response = with_output(self.req.output, response)
         return response
