@@ -54,6 +54,7 @@ from .._version import __version__
 from ..errors import AuthError, BlazenError
 from ..providers import PROVIDERS, Providers, key_variables
 from . import batch_command as cli_batch
+from . import embed_command as cli_embed
 from .output import Output as _Output
 from .session import ChatSession, Conversation, Stats
 
@@ -152,6 +153,7 @@ def _parser() -> argparse.ArgumentParser:
         help="after each answer: tokens, time to first token, tokens per second (stderr)",
     )
     cli_batch.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
+    cli_embed.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
     return parser
 
 
@@ -236,7 +238,11 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
     if args.base_url is not None:
         msg = "--base-url does not apply to the local model (it picks its own port)"
         raise _UsageError(msg)
-    server = local.LocalServer(args.gguf, chat_format=args.chat_format)
+    server = local.LocalServer(
+        args.gguf,
+        chat_format=args.chat_format,
+        embeddings=getattr(args, "command", None) == "embed",
+    )
     name = os.path.basename(args.gguf) if args.gguf else "Gemma 3 270M (bundled)"
     output.note(f"starting the local model {name}...")
     try:
@@ -352,6 +358,19 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
             server.stop()
 
 
+def _embed(args: argparse.Namespace, output: _Output) -> int:
+    server = None
+    try:
+        # --model names the embedding model: the chat model is the provider's default.
+        model, server = _build_model(argparse.Namespace(**{**vars(args), "model": None}), output)
+        return cli_embed.run(args, model, output.note)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED  # the vectors written so far stay; the same command resumes
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def _batch(args: argparse.Namespace, output: _Output) -> int:
     server = None
     try:
@@ -382,6 +401,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, output: _Output) -> int:
     try:
+        if args.command == "embed":
+            return _embed(args, output)
         return _batch(args, output) if args.command == "batch" else _chat(args, output)
     except _UsageError as exc:
         parser.print_usage(sys.stderr)
