@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,8 +210,11 @@ def test_ctrl_c_during_a_call_cancels_it_on_the_server(session, tmp_path):
 def test_calls_run_concurrently(session):
     """Two calls from two threads are in flight at once: each sees the other arrive."""
     out: list[str] = []
+    group = uuid.uuid4().hex
     threads = [
-        threading.Thread(target=lambda: out.append(session.call("meet", {"count": 2}).text))
+        threading.Thread(
+            target=lambda: out.append(session.call("meet", {"group": group, "count": 2}).text)
+        )
         for _ in range(2)
     ]
     for t in threads:
@@ -429,11 +433,48 @@ def test_two_turns_call_a_python_tool_and_an_mcp_tool_in_parallel(server, model,
 
 def test_the_agent_runs_mcp_calls_concurrently(server, model, session):
     """Two parallel MCP calls in one turn are in flight at once (tool_concurrency=2)."""
+    group = uuid.uuid4().hex
     server.add(
-        tools_turn(("c1", "meet", {"count": 2}), ("c2", "meet", {"count": 2})),
+        tools_turn(
+            ("c1", "meet", {"group": group, "count": 2}),
+            ("c2", "meet", {"group": group, "count": 2}),
+        ),
         text_turn("done"),
     )
     Agent(model, tools=session.tools(), tool_concurrency=2).run("go")
+    assert [m["content"] for m in tool_messages(server, 1)] == ["met", "met"]
+
+
+def test_with_tool_concurrency_1_the_calls_take_turns(server, model, session):
+    """The same turn with tool_concurrency=1: the first call waits alone (the check can fail)."""
+    group = uuid.uuid4().hex
+    server.add(
+        tools_turn(
+            ("c1", "meet", {"group": group, "count": 2}),
+            ("c2", "meet", {"group": group, "count": 2}),
+        ),
+        text_turn("done"),
+    )
+    Agent(model, tools=session.tools(), tool_concurrency=1).run("go")
+    assert [m["content"] for m in tool_messages(server, 1)] == ["alone", "met"]
+
+
+def test_a_python_tool_and_an_mcp_tool_run_at_the_same_time(server, model, session):
+    """In one turn, a Python tool and an MCP tool are in flight together: each meets the other."""
+    group = uuid.uuid4().hex
+
+    @tool
+    def local_meet(count: int) -> str:
+        """Meets the MCP call from this side, through the same server."""
+        return session.call("meet", {"group": group, "count": count}).text
+
+    server.add(
+        tools_turn(
+            ("c1", "local_meet", {"count": 2}), ("c2", "meet", {"group": group, "count": 2})
+        ),
+        text_turn("done"),
+    )
+    Agent(model, tools=[local_meet, *session.tools()]).run("go")
     assert [m["content"] for m in tool_messages(server, 1)] == ["met", "met"]
 
 

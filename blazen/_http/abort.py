@@ -60,6 +60,11 @@ class Abort:
             if self.aborted:
                 _shutdown(sock)
 
+    @property
+    def attached_socket(self) -> Optional[socket.socket]:
+        """The socket attached now, or None: still there after http.client drops its own."""
+        return self._sock
+
     def attach_handshake(self, sock: socket.socket) -> None:
         """Reach a new socket while its TLS handshake runs, until :meth:`end_handshake`.
 
