@@ -26,6 +26,11 @@ __all__ = ["CLIENTS", "Abort", "Client", "make_client"]
 Result = tuple[str, tuple[str, ...]]
 MESSAGES = [{"role": "user", "content": "Tell me a joke."}]
 KEY = "sk-bench-0000"
+_ENDPOINTS = {
+    "openai": "/v1/chat/completions",
+    "anthropic": "/v1/messages",
+    "responses": "/v1/responses",
+}
 
 
 class Abort(Exception):
@@ -46,7 +51,7 @@ class Client:
     @staticmethod
     def path(spec: Spec) -> str:
         """The request path of ``spec``'s stream in its wire format's endpoint."""
-        return spec.path() + ("/v1/chat/completions" if spec.fmt == "openai" else "/v1/messages")
+        return spec.path() + _ENDPOINTS[spec.fmt]
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
         """Stream ``spec`` to the end; return the assembled text and tool arguments.
@@ -101,6 +106,17 @@ def _fold(fmt: str, payloads: Iterable[Any], on_text: Any, done: Any) -> Result:
                     on_text()
             for tc in delta.get("tool_calls") or ():
                 args.setdefault(tc["index"], []).append(tc["function"]["arguments"])
+        elif fmt == "responses":
+            obj = loads(data)
+            kind = obj["type"]
+            if kind == "response.output_text.delta":
+                text.append(obj["delta"])
+                if on_text is not None:
+                    on_text()
+            elif kind == "response.function_call_arguments.delta":
+                args.setdefault(obj["output_index"], []).append(obj["delta"])
+            elif kind == "response.completed":
+                break
         else:
             obj = loads(data)
             kind = obj["type"]
@@ -121,7 +137,7 @@ class RawSocket(Client):
     """The least work that can read these streams: what any library adds is overhead."""
 
     name = "raw socket (floor)"
-    formats = ("openai", "anthropic")
+    formats = ("openai", "anthropic", "responses")
     can_cancel = True
 
     def __init__(self, base: str) -> None:
@@ -289,6 +305,12 @@ class Blazen(Client):
         self.models: dict[str, Any] = {}
         if hasattr(blazen.Providers, "anthropic"):
             self.formats = ("openai", "anthropic")
+        try:  # a baseline checkout from before the Responses wire has no api= option
+            blazen.Providers.openai(api_key=KEY, api="responses")
+        except (TypeError, ValueError):
+            pass
+        else:
+            self.formats = (*self.formats, "responses")
 
     def _model(self, spec: Spec) -> Any:
         key = spec.path()
@@ -298,6 +320,9 @@ class Blazen(Client):
             opts: dict[str, Any] = {"max_retries": 0, "max_connections": 256}
             if spec.fmt == "openai":
                 model = providers.openai(api_key=KEY, base_url=self.base + key + "/v1", **opts)
+            elif spec.fmt == "responses":
+                url = self.base + key + "/v1"
+                model = providers.openai(api_key=KEY, base_url=url, api="responses", **opts)
             else:
                 model = providers.anthropic(api_key=KEY, base_url=self.base + key, **opts)
             self.models[key] = model
@@ -429,6 +454,7 @@ class HttpxSSE(Client):
 
 class OpenAISDK(Client):
     name = "openai SDK"
+    formats = ("openai", "responses")
 
     def __init__(self, base: str) -> None:
         super().__init__(base)
@@ -445,6 +471,8 @@ class OpenAISDK(Client):
         return self.clients[key]
 
     def stream(self, spec: Spec, on_text: Optional[Callable[[], None]] = None) -> Result:
+        if spec.fmt == "responses":
+            return self._responses(spec, on_text)
         text: list[str] = []
         args: dict[int, list[str]] = {}
         stream = self._client(spec).chat.completions.create(
@@ -464,6 +492,23 @@ class OpenAISDK(Client):
                         on_text()
                 for tc in delta.tool_calls or ():
                     args.setdefault(tc.index, []).append(tc.function.arguments)
+        return "".join(text), _collect_tools(args)
+
+    def _responses(self, spec: Spec, on_text: Optional[Callable[[], None]]) -> Result:
+        # The SDK's Responses stream: typed events, folded as its docs show.
+        text: list[str] = []
+        args: dict[int, list[str]] = {}
+        stream = self._client(spec).responses.create(
+            model="gpt-5-mini", input=MESSAGES, stream=True
+        )
+        with stream:
+            for event in stream:
+                if event.type == "response.output_text.delta":
+                    text.append(event.delta)
+                    if on_text is not None:
+                        on_text()
+                elif event.type == "response.function_call_arguments.delta":
+                    args.setdefault(event.output_index, []).append(event.delta)
         return "".join(text), _collect_tools(args)
 
     def close(self) -> None:

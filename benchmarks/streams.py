@@ -1,4 +1,5 @@
-"""Wire bytes for the benchmark streams: OpenAI chat-completion and Anthropic Messages SSE.
+"""Wire bytes for the benchmark streams: OpenAI chat completions, OpenAI's Responses API and
+Anthropic Messages, as SSE.
 
 A stream is described by a :class:`Spec`, encoded into the request path so that every client
 (whatever URL it appends to its base URL) asks the server for exactly the stream it needs.
@@ -13,7 +14,7 @@ from typing import Any
 
 __all__ = ["Spec", "expected", "render_events"]
 
-FORMATS = ("openai", "anthropic")
+FORMATS = ("openai", "anthropic", "responses")
 # Two tool calls, as a model asking for the weather in two cities at once would make.
 TOOL_NAMES = ("get_weather", "get_time")
 
@@ -186,11 +187,136 @@ def _anthropic(spec: Spec) -> list[bytes]:
     return events
 
 
+def _responses(spec: Spec) -> list[bytes]:
+    # https://platform.openai.com/docs/api-reference/responses-streaming: every event typed
+    # and numbered; text deltas name their item and part, argument deltas their item.
+    head = {
+        "id": "resp_68c1d9e2b0a48190a5c6",
+        "object": "response",
+        "created_at": 1757534690,
+        "model": "gpt-5-mini-2025-08-07",
+    }
+    seq = [0]
+
+    def event(kind: str, **fields: Any) -> bytes:
+        payload = {"type": kind, "sequence_number": seq[0], **fields}
+        seq[0] += 1
+        return _sse(payload, kind)
+
+    events = [event("response.created", response={**head, "status": "in_progress", "output": []})]
+    output: list[dict[str, Any]] = []
+    if spec.tools:
+        # Two parallel calls, their deltas interleaved as in the chat-completions stream.
+        calls = []
+        for call in (0, 1):
+            item = {
+                "id": f"fc_{call}abc",
+                "type": "function_call",
+                "status": "in_progress",
+                "arguments": "",
+                "call_id": f"call_{call}abc",
+                "name": TOOL_NAMES[call],
+            }
+            calls.append(item)
+            events.append(event("response.output_item.added", output_index=call, item=item))
+        for i in range(spec.n):
+            for call in (0, 1):
+                events.append(
+                    event(
+                        "response.function_call_arguments.delta",
+                        item_id=f"fc_{call}abc",
+                        output_index=call,
+                        delta=_args_piece(call, i, spec.n),
+                    )
+                )
+        for call, item in enumerate(calls):
+            args = "".join(_args_piece(call, i, spec.n) for i in range(spec.n))
+            done = {**item, "status": "completed", "arguments": args}
+            events.append(
+                event(
+                    "response.function_call_arguments.done",
+                    item_id=item["id"],
+                    output_index=call,
+                    arguments=args,
+                )
+            )
+            events.append(event("response.output_item.done", output_index=call, item=done))
+            output.append(done)
+    else:
+        msg = {"id": "msg_68c1d9e3", "type": "message", "role": "assistant"}
+        events.append(
+            event(
+                "response.output_item.added",
+                output_index=0,
+                item={**msg, "status": "in_progress", "content": []},
+            )
+        )
+        part = {"type": "output_text", "annotations": [], "logprobs": [], "text": ""}
+        events.append(
+            event(
+                "response.content_part.added",
+                item_id=msg["id"],
+                output_index=0,
+                content_index=0,
+                part=part,
+            )
+        )
+        events.extend(
+            event(
+                "response.output_text.delta",
+                item_id=msg["id"],
+                output_index=0,
+                content_index=0,
+                delta=_token(i),
+                logprobs=[],
+            )
+            for i in range(spec.n)
+        )
+        if spec.stall:
+            return events[: spec.stall + 3]
+        text = "".join(_token(i) for i in range(spec.n))
+        events.append(
+            event(
+                "response.output_text.done",
+                item_id=msg["id"],
+                output_index=0,
+                content_index=0,
+                text=text,
+                logprobs=[],
+            )
+        )
+        whole = {**part, "text": text}
+        events.append(
+            event(
+                "response.content_part.done",
+                item_id=msg["id"],
+                output_index=0,
+                content_index=0,
+                part=whole,
+            )
+        )
+        done = {**msg, "status": "completed", "content": [whole]}
+        events.append(event("response.output_item.done", output_index=0, item=done))
+        output.append(done)
+    usage = {
+        "input_tokens": 12,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": spec.n,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": spec.n + 12,
+    }
+    final = {**head, "status": "completed", "output": output, "usage": usage}
+    events.append(event("response.completed", response=final))
+    return events
+
+
 def render_events(spec: Spec) -> list[bytes]:
     """Each SSE event of the stream, as its wire bytes."""
     if spec.fmt == "openai":
         return _openai(spec)
     if spec.fmt == "anthropic":
         return _anthropic(spec)
+    if spec.fmt == "responses":
+        return _responses(spec)
     msg = f"unknown format {spec.fmt!r}"
     raise ValueError(msg)

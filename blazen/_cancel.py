@@ -87,6 +87,13 @@ def cancel_scope(token: CancelToken) -> Iterator[CancelToken]:
     """Make ``token`` cancel every stream started inside this block (on this context).
 
     Scopes nest: a stream obeys every enclosing scope's token, and its own ``cancel=``.
+    Example::
+
+        token = CancelToken()
+        threading.Timer(30, token.cancel).start()     # a deadline for the whole block
+        with cancel_scope(token):
+            summary = Streaming.complete(model, summarize_req)
+            answer = Streaming.complete(model, answer_req)
     """
     if not isinstance(token, CancelToken):
         msg = f"cancel_scope needs a blazen.CancelToken, got {type(token).__name__}"

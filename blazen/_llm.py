@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
+
+import attrs
 
 from ._attachments import Source, load_audio, load_document, load_video
 from ._json import json_copy
@@ -23,25 +24,18 @@ from ._types import (
     ToolDefinition,
     VideoPart,
 )
+from ._types.request_checks import DISPLAYS, EFFORTS, TOOL_CHOICES, check_count, check_number
 
 __all__ = ["Llm"]
 
-_TOOL_CHOICES = ("auto", "none", "required")
-# Every level some provider documents; each wire refuses the ones its API does not take.
-_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-_DISPLAYS = ("omitted", "summarized")
+# One list of each, shared with CompletionRequest's own checks (blazen._types.request_checks).
+_TOOL_CHOICES = TOOL_CHOICES
+_EFFORTS = EFFORTS
+_DISPLAYS = DISPLAYS
 
 
 def _check_number(name: str, value: Optional[float], low: float, high: float) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        msg = f"{name} must be a number, got {type(value).__name__}"
-        raise TypeError(msg)
-    if not (low <= value <= high) or math.isnan(value):
-        msg = f"{name} must be between {low} and {high}, got {value}"
-        raise ValueError(msg)
-    return float(value)
+    return check_number(name, value, low, high)
 
 
 def _image(item: Union[str, ImagePart]) -> ImagePart:
@@ -123,6 +117,8 @@ class Llm:
         data_or_path_or_url: Source,
         media_type: str = "application/pdf",
         filename: Optional[str] = None,
+        *,
+        citations: bool = False,
     ) -> DocumentPart:
         """A document for :meth:`user`'s ``attachments``: bytes, a file's path, or a URL.
 
@@ -130,12 +126,16 @@ class Llm:
         unreadable one raises :class:`~blazen.ValidationError` here, not when sending); an
         http(s) URL is sent as a URL where the provider fetches documents (Anthropic,
         Gemini). ``filename`` (by default the file's name) goes where the wire has one.
+        ``citations=True`` asks Claude to cite the document (``response.citations``).
 
         Example::
 
             Llm.user("Summarise this.", attachments=[Llm.document("report.pdf")])
         """
-        return load_document(data_or_path_or_url, media_type, filename)
+        doc = load_document(data_or_path_or_url, media_type, filename)
+        if citations:
+            doc = attrs.evolve(doc, citations=True)
+        return doc
 
     @staticmethod
     def audio(data_or_path: Source, format: str = "wav") -> AudioPart:
@@ -266,8 +266,15 @@ class Llm:
         output: Optional[type] = None,
         reasoning_display: Optional[str] = None,
         max_continuations: Optional[int] = None,
+        previous_response_id: Optional[str] = None,
     ) -> CompletionRequest:
         """A request, validated now so that a bad value never reaches the network.
+
+        Example::
+
+            req = Llm.completion_request(
+                [Llm.system("You are terse."), Llm.user("Tell me a joke.")], max_tokens=256
+            )
 
         ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one of
         ``tools`` (forces that function). ``model`` overrides the model's default id;
@@ -297,6 +304,11 @@ class Llm:
         that is not one raises :class:`~blazen.OutputValidationError` (a refusal,
         :class:`~blazen.RefusalError`). It cannot be combined with ``response_format`` or
         with a ``tool_choice`` that forces a tool.
+
+        ``previous_response_id`` (a ``CompletionResponse.id``) continues an answer the
+        server kept: only the Responses API with ``store=True`` has one to continue
+        (``Providers.openai(api="responses", store=True)``); ``messages`` then hold only
+        what is new. Other wires refuse it before sending.
         """
         if isinstance(messages, (str, ChatMessage)) or not isinstance(messages, Sequence):
             msg = "messages must be a list of Llm.system/user/assistant/tool_result messages"
@@ -348,7 +360,11 @@ class Llm:
                 msg = "response_format must be a dict such as {'type': 'json_object'}"
                 raise TypeError(msg)
             response_format = json_copy(response_format, "response_format")
-        for name, value in (("model", model), ("system", system)):
+        for name, value in (
+            ("model", model),
+            ("system", system),
+            ("previous_response_id", previous_response_id),
+        ):
             if value is not None and not isinstance(value, str):
                 msg = f"{name} must be a string, got {type(value).__name__}"
                 raise TypeError(msg)
@@ -388,6 +404,7 @@ class Llm:
             reasoning_display=reasoning_display,
             max_continuations=max_continuations,
             output=spec,
+            previous_response_id=previous_response_id,
         )
 
 
@@ -422,11 +439,4 @@ def _output(
 
 def _check_count(name: str, value: Any) -> None:
     """``TypeError`` unless ``value`` is None or an int (not a bool); ``ValueError`` below 1."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{name} must be an int, got {type(value).__name__}"
-        raise TypeError(msg)
-    if value < 1:
-        msg = f"{name} must be at least 1, got {value}"
-        raise ValueError(msg)
+    check_count(name, value)

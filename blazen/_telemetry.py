@@ -235,6 +235,21 @@ class StreamSpan:
         if self._span is not None:
             self._span.add_event("blazen.retry", {"blazen.retry.attempt": self._retries + 1})
 
+    def hop(self, provider: str, model: str, error: BaseException) -> None:
+        """A fallback moved on from ``provider``'s ``model`` after ``error``: an event."""
+        try:
+            if self._span is not None:
+                self._span.add_event(
+                    "blazen.fallback",
+                    {
+                        "blazen.fallback.provider": PROVIDER_NAMES.get(provider, provider),
+                        "blazen.fallback.model": model,
+                        "error.type": type(error).__name__,
+                    },
+                )
+        except Exception:
+            _broken()
+
     def succeeded(self, response: CompletionResponse) -> None:
         """The stream ended with the provider's end signal: end the span, record the metrics."""
         try:
@@ -248,6 +263,10 @@ class StreamSpan:
         if response.model:
             attrs["gen_ai.response.model"] = response.model
         if span is not None:
+            provider = response.provider
+            if provider and self._attrs.get("gen_ai.provider.name") == "fallback":
+                # A fallback's span names the provider that answered.
+                span.set_attribute("gen_ai.provider.name", PROVIDER_NAMES.get(provider, provider))
             if response.model:
                 span.set_attribute("gen_ai.response.model", response.model)
             if response.id:
@@ -258,6 +277,9 @@ class StreamSpan:
             if usage is not None:
                 span.set_attribute("gen_ai.usage.input_tokens", usage.prompt_tokens)
                 span.set_attribute("gen_ai.usage.output_tokens", usage.completion_tokens)
+                cost = usage.cost  # looked up only for a span that is recorded
+                if cost is not None:
+                    span.set_attribute("blazen.usage.cost_usd", float(cost))
             if _capturing():
                 message = ChatMessage(
                     role="assistant", content=response.content, tool_calls=response.tool_calls

@@ -38,10 +38,14 @@ from __future__ import annotations
 
 import builtins
 import email.utils
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from ._types import TokenUsage
 
 __all__ = [
     "AgentError",
@@ -86,6 +90,12 @@ class BlazenError(Exception):
     kind = "error"
     #: Whether the same request may succeed if sent again (used by the retry policy).
     retryable = False
+    #: A fallback's failure: the error of each model it tried, in order (this one last).
+    attempts: tuple[BlazenError, ...] = ()
+    #: The tokens the stream had used when it ended this way (a ``TokenUsage`` marked
+    #: ``partial``, and ``estimated`` where the provider had reported none), or None when
+    #: the request never reached the provider.
+    usage: Optional[TokenUsage] = None
 
     def __init__(
         self,
@@ -348,29 +358,39 @@ def redact(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def _seconds(raw: Optional[str]) -> Optional[float]:
+    """A finite number of at least 0 from a header value, or None."""
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def parse_retry_after(headers: Mapping[str, str], now: Optional[float] = None) -> Optional[float]:
     """Seconds the server asks us to wait, from ``retry-after-ms`` or ``Retry-After``.
 
     ``Retry-After`` may be a number of seconds or an HTTP date (RFC 9110, 10.2.3);
-    ``retry-after-ms`` is OpenAI's and Anthropic's finer-grained variant and wins.
+    ``retry-after-ms`` is OpenAI's and Anthropic's finer-grained variant and wins. A value
+    that is no such wait (infinite, ``1e400``, NaN, negative, not a number) is refused:
+    None, as if the server had not asked, so no caller waits for ever on a server's word.
     """
     lowered = {k.lower(): v for k, v in headers.items()}
-    ms = lowered.get("retry-after-ms")
+    ms = _seconds(lowered.get("retry-after-ms"))
     if ms is not None:
-        try:
-            value = float(ms) / 1000.0
-        except ValueError:
-            value = -1.0
-        if value >= 0:
-            return value
+        return ms / 1000.0
     raw = lowered.get("retry-after")
     if raw is None:
         return None
     raw = raw.strip()
     try:
-        return max(0.0, float(raw))
+        float(raw)
     except ValueError:
         pass
+    else:
+        return _seconds(raw)
     try:
         when = email.utils.parsedate_to_datetime(raw)
     except (TypeError, ValueError, IndexError):

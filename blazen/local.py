@@ -198,6 +198,7 @@ class LocalServer:
         startup_timeout: float = 300.0,
         server_args: Sequence[str] = (),
         log_path: Union[str, os.PathLike[str], None] = None,
+        embeddings: bool = False,
     ) -> None:
         if isinstance(server_args, str):
             msg = "server_args must be a list of strings, such as ['--n_batch', '256']"
@@ -212,6 +213,8 @@ class LocalServer:
         self._n_threads = n_threads
         self._startup_timeout = float(startup_timeout)
         self._server_args = list(server_args)
+        # llama-cpp-python serves /v1/embeddings only for a model loaded with embedding=True.
+        self._embeddings = bool(embeddings)
         self._log_path = None if log_path is None else Path(log_path)
         self._own_log = log_path is None
         self._log: Optional[IO[bytes]] = None
@@ -276,6 +279,10 @@ class LocalServer:
         if self._proc is None:
             msg = "the local server is not running: call start() first"
             raise RuntimeError(msg)
+        # One text a request, one request at a time: llama-cpp-python mixes up the vectors
+        # of a model without pooling across the inputs of one request, and across requests
+        # in flight together (two copies of one text came back unlike).
+        options = {"embedding_batch_size": 1, "embedding_concurrency": 1, **options}
         return Providers.openai_compat("llamacpp", self.base_url, model=self.alias, **options)
 
     def start(self) -> LocalServer:
@@ -351,6 +358,8 @@ class LocalServer:
             cmd += ["--chat_format", self._chat_format]
         if self._n_threads is not None:
             cmd += ["--n_threads", str(self._n_threads)]
+        if self._embeddings:
+            cmd += ["--embedding", "True"]
         return cmd + self._server_args
 
     def _spawn(self, gguf: Path) -> None:
@@ -493,6 +502,7 @@ def start(
     startup_timeout: float = 300.0,
     server_args: Sequence[str] = (),
     log_path: Union[str, os.PathLike[str], None] = None,
+    embeddings: bool = False,
 ) -> LocalServer:
     """Start a local model server and return it, ready; use it as a context manager.
 
@@ -502,7 +512,9 @@ def start(
     are. Raises ``ImportError`` naming ``pip install 'blazen-stream[local]'`` when the extra is
     missing, :class:`blazen.TimeoutError` when the model is not loaded within
     ``startup_timeout`` seconds, and :class:`blazen.ConnectionError` (with the server's last
-    output) when the server exits early.
+    output) when the server exits early. ``embeddings=True`` loads the model for
+    embeddings too, so that ``server.model.embed(texts)`` works (llama-cpp-python's
+    ``/v1/embeddings``, mean-pooled over the model's last layer).
 
     Example::
 
@@ -517,6 +529,7 @@ def start(
         startup_timeout=startup_timeout,
         server_args=server_args,
         log_path=log_path,
+        embeddings=embeddings,
     ).start()
 
 

@@ -10,17 +10,21 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import blazen
-from blazen.testing import Pause, Reply, StreamServer
+from blazen.testing import Pause, RecordedRequest, Reply, StreamServer
 
 
 def model_or_demo(
-    replies: Sequence[Reply] = (), *, default: Reply | None = None, **options: object
+    replies: Sequence[Reply] = (),
+    *,
+    default: Reply | None = None,
+    respond: Callable[[RecordedRequest], Reply] | None = None,
+    **options: object,
 ) -> blazen.ChatModel:
     """A model from the environment, or one bound to a local server replaying ``replies``
-    (then ``default`` for every further request)."""
+    (then ``respond(request)``, or ``default``, for every further request)."""
     base_url = os.environ.get("BLAZEN_BASE_URL")
     if base_url:
         return blazen.Providers.openai_compat(
@@ -30,7 +34,7 @@ def model_or_demo(
         return blazen.Providers.openai(
             model=os.environ.get("BLAZEN_MODEL", "gpt-4o-mini"), **options
         )
-    server = StreamServer(replies, default=default).start()
+    server = StreamServer(replies, default=default, respond=respond).start()
     atexit.register(server.stop)
     print(
         f"[demo] no BLAZEN_BASE_URL or OPENAI_API_KEY: replaying a recorded stream from "
@@ -38,6 +42,16 @@ def model_or_demo(
         file=sys.stderr,
     )
     return blazen.Providers.openai_compat("demo", server.base_url, **options)
+
+
+RHYMES = {"cat": "Hat.", "tree": "Bee.", "day": "Play.", "light": "Night.", "moon": "Spoon."}
+
+
+def rhyme(request: RecordedRequest) -> str:
+    """The recorded answer to "... rhymes with WORD.": one per word, as a model would vary."""
+    prompt = request.json()["messages"][-1]["content"]
+    word = prompt.rstrip(".").split()[-1]
+    return RHYMES.get(word, "Word.")
 
 
 def paced(events: Sequence[bytes], seconds: float = 0.04) -> list[bytes | Pause]:

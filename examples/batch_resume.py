@@ -14,24 +14,32 @@ import itertools
 import os
 import sys
 import tempfile
+import threading
 
-from _demo import model_or_demo, paced
+from _demo import model_or_demo, paced, rhyme
 
 from blazen import Llm, batch
-from blazen.testing import Reply, openai_sse
+from blazen.testing import RecordedRequest, Reply, openai_sse
 
 WORDS = ["cat", "tree", "day", "light", "moon"]
-OK = Reply.sse(
-    paced(openai_sse(["Hat", "."], usage={"prompt_tokens": 9, "completion_tokens": 2}), 0.01)
-)
 LIMITED = Reply.json(
     {"error": {"message": "Rate limit reached"}}, status=429, headers={"Retry-After": "0.2"}
 )
+served = itertools.count()
+served_lock = threading.Lock()  # the demo server answers each connection on its own thread
 
-# Demo replies: a 429 for one request in ten at first, then every answer is fine.
-model = model_or_demo(
-    [LIMITED if i % 10 == 0 else OK for i in range(60)], default=OK, max_retries=0
-)
+
+def demo_reply(request: RecordedRequest) -> Reply:
+    """A 429 for one request in ten of the first 60, else the rhyme the prompt asks for."""
+    with served_lock:
+        n = next(served)
+    if n < 60 and n % 10 == 0:
+        return LIMITED
+    usage = {"prompt_tokens": 9, "completion_tokens": 2}
+    return Reply.sse(paced(openai_sse([rhyme(request)], usage=usage), 0.01))
+
+
+model = model_or_demo(respond=demo_reply, max_retries=0)
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(tempfile.mkdtemp(), "results.jsonl")
 
 

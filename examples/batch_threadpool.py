@@ -13,7 +13,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
-from _demo import model_or_demo, paced
+from _demo import model_or_demo, paced, rhyme
 
 from blazen import BlazenError, Llm, Streaming
 from blazen.testing import Reply, openai_sse
@@ -22,7 +22,10 @@ PROMPTS = [
     f"Give me one word that rhymes with {w}." for w in ["cat", "tree", "day", "light", "moon"] * 10
 ]
 
-model = model_or_demo(default=Reply.sse(paced(openai_sse(["Hat", "."]), 0.05)), max_connections=16)
+model = model_or_demo(
+    respond=lambda request: Reply.sse(paced(openai_sse([rhyme(request)]), 0.05)),
+    max_connections=16,
+)
 lock = threading.Lock()
 finished = failed = 0
 

@@ -94,10 +94,12 @@ def run(provider: str, prompt: str, model_name: Optional[str], offline: bool) ->
             print(f"\n[{provider}: {args[0].kind} error: {args[0]}]", file=sys.stderr)
 
     if model is not None:
-        print(f"[{provider}: streaming from {model.base_url} with model {model.model}]")
+        print(f"[{provider}: streaming from {model.base_url} with model {model.model}]",
+              file=sys.stderr)
         return 0 if Streaming.complete(model, req, handler) is not None else 1
     reply, source = recorded_reply(provider)
-    print(f"[{provider}: {reason}; replaying the recorded stream {source} on a local test server]")
+    print(f"[{provider}: {reason}; replaying the recorded stream {source} on a local test server]",
+          file=sys.stderr)
     with StreamServer([reply]) as server:
         model = replay_model(provider, server, model_name)
         ok = Streaming.complete(model, req, handler) is not None

@@ -153,7 +153,12 @@ PRESET_NAMES = (
 def model_for(
     name: str, server: StreamServer, api_key: str = "", **options: object
 ) -> blazen.ChatModel:
-    """``Providers.<name>`` pointed at ``server``, with a key unless ``api_key`` is given."""
+    """``Providers.<name>`` pointed at ``server``, with a key unless ``api_key`` is given.
+
+    ``"responses"`` (a wire, not a factory) is ``Providers.openai(api="responses")``.
+    """
+    if name == "responses":
+        name, options = "openai", {"api": "responses", **options}
     base = {
         "anthropic": server.url,
         "gemini": server.url + "/v1beta",

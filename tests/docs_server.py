@@ -14,7 +14,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from blazen.testing import RecordedRequest, Reply, openai_sse, openai_tool_sse, sse_event
+from blazen.testing import (
+    RecordedRequest,
+    Reply,
+    openai_sse,
+    openai_tool_sse,
+    responses_sse,
+    sse_event,
+)
 
 TEXT = ["Hello ", "from ", "the ", "docs ", "server."]
 USAGE = {"prompt_tokens": 9, "completion_tokens": 5, "total_tokens": 14}
@@ -104,10 +111,44 @@ def _anthropic(body: dict[str, Any]) -> Reply:
     return Reply.sse(events)
 
 
+def _responses(body: dict[str, Any]) -> Reply:
+    # OpenAI's Responses API: a call of the first function tool until its output has come
+    # back, text otherwise; whole when not streamed (the completed event's response).
+    items = body.get("input") or []
+    answered = any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in items)
+    tools = [t for t in body.get("tools") or [] if t.get("type") == "function"]
+    usage = {"input_tokens": 9, "output_tokens": 5, "total_tokens": 14}
+    model = body.get("model", "test-model")
+    if tools and not answered:
+        args = sample(tools[0].get("parameters", {}))
+        events = responses_sse(calls=[("call_1", tools[0]["name"], args)], usage=usage, model=model)
+    else:
+        events = responses_sse(TEXT, usage=usage, model=model)
+    if body.get("stream"):
+        return Reply.sse(events)
+    last = json.loads(events[-1].decode().split("data: ", 1)[1])
+    return Reply.json(last["response"])
+
+
+def _embeddings(body: dict[str, Any]) -> Reply:
+    """OpenAI's embeddings object: a small float vector per input, in order."""
+    texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    data = [
+        {"object": "embedding", "index": i, "embedding": [len(t) / 10, 0.5, -0.25]}
+        for i, t in enumerate(texts)
+    ]
+    usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+    return Reply.json({"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+
 def respond(request: RecordedRequest) -> Reply:
     """The reply to one request, by its path and body."""
     if request.path.endswith("/chat/completions"):
         return _openai(request.json())
+    if request.path.endswith("/responses"):
+        return _responses(request.json())
     if request.path.endswith("/messages"):
         return _anthropic(request.json())
+    if request.path.endswith("/embeddings"):
+        return _embeddings(request.json())
     return Reply.json({"error": {"message": f"the docs server has no {request.path}"}}, status=404)

@@ -47,8 +47,9 @@ def test_an_openai_agent_calls_tools_then_answers_with_a_validated_instance(serv
 
 
 def test_an_anthropic_agent_may_call_its_tools_or_the_answers_tool(server):
-    """Tools plus output= send both tools with tool_choice any; the answer tool ends the run."""
-    model = model_for("anthropic", server, max_retries=0)
+    """With the forced-tool mode, tools plus output= send both tools with tool_choice any; the
+    answer tool ends the run."""
+    model = model_for("anthropic", server, max_retries=0, structured_output="tool")
     tool_turn = {
         "id": "msg_1",
         "type": "message",

@@ -323,7 +323,7 @@ def test_parse_response_reads_text_thinking_and_tool_use():
 
 
 def test_fold_is_io_free_and_ignores_server_tool_input():
-    """server_tool_use input fragments are not the caller's tool calls."""
+    """server_tool_use input fragments are not the caller's tool calls; the start is an event."""
     wire = AnthropicWire(base_url="http://x", api_key="k", model="m", headers={})
     state = StreamState()
     start = {
@@ -337,6 +337,7 @@ def test_fold_is_io_free_and_ignores_server_tool_input():
         "delta": {"type": "input_json_delta", "partial_json": '{"query": "x"}'},
     }
     fold = wire.start(state)
-    assert fold.fold("content_block_start", json.dumps(start)) is None
+    chunk = fold.fold("content_block_start", json.dumps(start))
+    assert chunk.server_tool.status == "running" and chunk.tool_calls == ()
     assert fold.fold("content_block_delta", json.dumps(delta)) is None
     assert state.tool_calls == ()

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
         "blazen._cancel",
         "blazen._llm",
         "blazen._telemetry",
+        "blazen._pricing",
     ),
     ("blazen._http",),
     # The provider kit: what a wire format is made of (WireFormat, StreamState, error readers).

@@ -378,7 +378,7 @@ def test_the_docs_capability_columns_come_from_the_wire_table():
     assert header[-6:] == ["reasoning", "documents", "audio", "video", "caching", "typed output"]
     for line, info in zip(lines[2:], PROVIDERS.values()):
         cells = tuple(c.strip() for c in line.split("|")[1:-1])
-        assert cells[-6:] == table_cells(info.wire), info.name
+        assert cells[-6:] == table_cells(info.wire, info.name), info.name
     assert markdown_table() in (Path(__file__).parent.parent / "docs" / "providers.md").read_text()
 
 

@@ -70,3 +70,19 @@ def test_quick_batch_benchmark_compares_batch_run_with_the_hand_written_loops() 
     results = json.loads(out.stdout)
     assert set(results) == {"batch.run", "README loop (blazen)", "README loop (openai SDK)"}
     assert results["batch.run"]["lost"] == 0 and results["batch.run"]["time_ratio"] == 1.0
+
+
+def test_quick_embed_benchmark_runs_both_clients() -> None:
+    """`python -m benchmarks.embed --quick` embeds the same texts with blazen and the SDK."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.embed", "--quick", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    results = json.loads(out.stdout)
+    assert set(results) == {"blazen", "openai SDK"}
+    assert all(row["seconds"] > 0 for row in results.values())

@@ -40,9 +40,11 @@ def test_prompts_and_messages_lines_run_into_the_out_file(ok_server, tmp_path, c
     assert sent == ["Hello", "Say hi", "no id: the position"]
     assert all(r.json()["messages"][0]["content"] == "Be brief." for r in ok_server.requests)
     assert "3 ok, 0 failed, 0 skipped" in capsys.readouterr().err
-    # The same command again resumes: everything is there already.
+    # The same command again resumes: everything is there already, so nothing starts.
+    sent_before = len(ok_server.requests)
     assert cli.main(argv) == 0
-    assert "0 ok, 0 failed, 3 skipped" in capsys.readouterr().err
+    assert "nothing to run" in capsys.readouterr().err
+    assert len(ok_server.requests) == sent_before
 
 
 def test_failed_items_give_exit_status_1(ok_server, tmp_path):

@@ -186,7 +186,9 @@ def test_anthropic_forced_tool_body_matches_the_anthropic_sdk(stream):
             client.messages.create(**kwargs)
         sdk = server.requests[0].json()
     with StreamServer([reply()]) as server:
-        model = blazen.Providers.anthropic(api_key="k", base_url=server.url, max_retries=0)
+        model = blazen.Providers.anthropic(
+            api_key="k", base_url=server.url, max_retries=0, structured_output="tool"
+        )
         req = Llm.completion_request(
             [Llm.user(QUESTION)], model="claude-x", max_tokens=1024, output=Weather
         )

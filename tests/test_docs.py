@@ -201,6 +201,13 @@ def test_the_readme_reads_on_the_package_index():
     assert "tests/" not in text and "examples/" not in text
 
 
+def test_the_readme_counts_the_factories_there_are():
+    """"N factories in all" is the registry's size."""
+    from blazen.providers import PROVIDERS
+
+    assert f"[{len(PROVIDERS)} factories in all]" in (ROOT / "README.md").read_text()
+
+
 def test_every_install_hint_names_the_distribution():
     """No hint anywhere tells a user to install ``blazen``: that is another project."""
     def wrong(line: str) -> bool:
@@ -265,3 +272,28 @@ def test_every_public_name_has_a_one_line_summary():
         if inspect.isclass(value) or inspect.isfunction(value) or inspect.ismodule(value):
             doc = inspect.getdoc(value) or ""
             assert doc.strip().splitlines()[:1], f"{module}.{attr} has no docstring"
+
+
+ENTRY_POINTS = [
+    "blazen.Streaming.complete", "blazen.Streaming.complete_async", "blazen.Streaming.start",
+    "blazen.Streaming.stream", "blazen.Streaming.stream_async", "blazen.Providers",
+    "blazen.Llm.completion_request", "blazen.cancel_scope", "blazen.CancelToken",
+    "blazen.Agent", "blazen.tool", "blazen.workflow", "blazen.batch.run", "blazen.batch.read",
+    "blazen.local.start", "blazen.sinks.RedisStreamSink", "blazen.sinks.follow",
+    "blazen.sinks.sse_lines", "blazen.sinks.JsonlSink", "blazen.sinks.QueueSink",
+    "blazen.sinks.tee", "blazen.testing.StreamServer", "blazen.testing.Recorder",
+]
+
+
+@pytest.mark.parametrize("path", ENTRY_POINTS)
+def test_every_entry_point_shows_an_example_in_its_docstring(path):
+    """The names a user starts from carry an ``Example::`` (or ``::``) block in their docs."""
+    import importlib
+    import inspect
+
+    module, _, rest = path.partition(".")
+    value = importlib.import_module(module)
+    for part in rest.split("."):
+        value = getattr(value, part) if hasattr(value, part) else importlib.import_module(
+            f"{value.__name__}.{part}")
+    assert "::" in (inspect.getdoc(value) or ""), path

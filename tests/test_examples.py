@@ -68,6 +68,14 @@ def test_examples_run_offline_with_the_recorded_demo_stream(name):
     assert proc.stdout.strip()
 
 
+def test_the_thread_pool_demo_answers_each_prompt_with_its_own_reply():
+    """The recorded replies differ by prompt: a rhyme per word, not one answer for all."""
+    proc = run_example("batch_threadpool.py")
+    assert proc.returncode == 0, proc.stderr
+    for word, answer in [("cat", "Hat."), ("tree", "Bee."), ("moon", "Spoon.")]:
+        assert f"rhymes with {word}. -> {answer}" in proc.stdout
+
+
 # -- switch_provider.py, loaded in-process (one subprocess per provider would be slow) --
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "switch_provider.py"
@@ -81,8 +89,10 @@ _spec.loader.exec_module(switch_provider)
 def test_switch_provider_streams_the_same_request_through_every_provider(provider, capsys):
     """--offline replays that provider's recorded wire format and says so."""
     assert switch_provider.main(["--provider", provider, "--offline"]) == 0
-    out = capsys.readouterr().out
-    assert "replaying the recorded stream" in out
+    captured = capsys.readouterr()
+    out = captured.out
+    assert "replaying the recorded stream" in captured.err  # notes on stderr, as elsewhere
+    assert "replaying" not in out
     assert "Why did the scarecrow win an award?" in out
     assert f"[{provider}: done, finish_reason='stop'" in out
 
@@ -90,5 +100,5 @@ def test_switch_provider_streams_the_same_request_through_every_provider(provide
 def test_switch_provider_without_a_key_falls_back_and_names_the_variable(capsys):
     """With no key configured, the example tells the user which variable it looked for."""
     assert switch_provider.main(["--provider", "anthropic"]) == 0
-    out = capsys.readouterr().out
-    assert "ANTHROPIC_API_KEY" in out and "replaying" in out
+    err = capsys.readouterr().err
+    assert "ANTHROPIC_API_KEY" in err and "replaying" in err

@@ -202,10 +202,10 @@ def test_cli_json_against_the_server_prints_chunks_then_one_done(llama):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     events = parse_events(proc.stdout)
-    kinds = [e["event"] for e in events]
+    kinds = [e["kind"] for e in events]
     assert kinds == ["chunk"] * (len(kinds) - 1) + ["done"]
     assert len(kinds) >= 3
-    assert "".join(e["content"] or "" for e in events[:-1]).strip()
+    assert "".join(e.get("content") or "" for e in events[:-1]).strip()
 
 
 def test_cli_with_no_key_starts_the_local_model_and_leaves_no_server_behind():
@@ -223,8 +223,8 @@ def test_cli_with_no_key_starts_the_local_model_and_leaves_no_server_behind():
     ready = proc.stderr.index("ready at http://127.0.0.1:")
     assert starting < ready and re.search(r"in \d+\.\d s", proc.stderr[ready:])
     events = parse_events(proc.stdout)
-    assert [e["event"] for e in events][-1] == "done"
-    assert [e["event"] for e in events].count("done") == 1
+    assert [e["kind"] for e in events][-1] == "done"
+    assert [e["kind"] for e in events].count("done") == 1
     assert gone(server_pid(proc.stderr))
 
 
@@ -240,12 +240,41 @@ def test_cli_ctrl_c_during_local_stream_exits_130_and_stops_the_server():
     )  # fmt: skip
     assert proc.stdout is not None
     first = json.loads(proc.stdout.readline())
-    assert first["event"] == "chunk"
+    assert first["kind"] == "chunk"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     events = parse_events(out)
-    assert events[-1]["event"] == "error" and events[-1]["kind"] == "cancelled"
-    assert [e["event"] for e in events].count("error") == 1
-    assert "done" not in [e["event"] for e in events]
+    assert events[-1]["kind"] == "error" and events[-1]["error"]["kind"] == "cancelled"
+    assert [e["kind"] for e in events].count("error") == 1
+    assert "done" not in [e["kind"] for e in events]
     assert gone(server_pid(err))
+
+
+def test_the_bundled_model_embeds_texts_through_llama_cpp():
+    """``local.start(embeddings=True)``: one finite vector per text, all one width, in order.
+
+    llama-cpp-python answers with a vector per token for a model without pooling (Gemma
+    is a chat model): blazen averages them, so each text still gets one vector. The same
+    server still chats.
+    """
+    import math
+
+    texts = ["The cat sat on the mat.", "Stock markets fell sharply today.", "The cat sat on the mat."]
+    with local.start(embeddings=True) as server:
+        resp = server.model.embed(texts)
+        alone = server.model.embed(texts[1])
+        answer = Streaming.complete(server.model, Llm.completion_request([Llm.user("Hi")], max_tokens=5))
+    assert len(resp.vectors) == 3 and resp.dimensions > 100
+    assert all(len(v) == resp.dimensions and all(math.isfinite(x) for x in v) for v in resp.vectors)
+
+    def cos(a, b):
+        return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+    # One text a request (the local model's embedding_batch_size is 1): a text gets the same
+    # vector in a list as alone, and two texts are told apart.
+    v = resp.vectors
+    assert list(v[0]) == list(v[2]) and cos(v[0], v[1]) < 0.99
+    assert list(alone.vectors[0]) == list(v[1])
+    assert resp.usage is not None and resp.usage.prompt_tokens > 0
+    assert answer is not None and answer.finish_reason in ("stop", "length")

@@ -273,6 +273,26 @@ def test_an_agent_run_is_invoke_agent_with_execute_tool_children(otel, server, m
     assert all(s.parent.span_id == agent.context.span_id for s in chats)
 
 
+def test_an_mcp_tools_execute_tool_span_names_its_server(otel, server, model):
+    """An MCP tool's span says which server ran it, over which transport, with which method."""
+    pytest.importorskip("mcp")
+    from blazen.agent import mcp
+
+    script = os.path.join(os.path.dirname(__file__), "fixtures", "mcp", "server.py")
+    server.add(
+        Reply.sse(openai_tool_sse([("call_1", "add", {"a": 1, "b": 2})], usage=USAGE)),
+        text_turn("3"),
+    )
+    with open(os.devnull, "w") as log, mcp.stdio([sys.executable, script, "stdio"], stderr=log) as s:
+        Agent(model, tools=s.tools()).run("1+2?")
+    span = otel.span("execute_tool add")
+    assert span.attributes["blazen.mcp.server"] == "blazen-test-server"
+    assert span.attributes["network.transport"] == "pipe"
+    assert span.attributes["mcp.method.name"] == "tools/call"
+    assert span.attributes["gen_ai.tool.type"] == "extension"
+    assert span.parent.span_id == otel.span("invoke_agent").context.span_id
+
+
 def test_a_workflow_run_and_its_steps_get_spans(otel, server, model):
     """invoke_workflow, with one child span per step, and the step's stream inside it."""
     server.add(text_turn("hi"))
@@ -287,6 +307,27 @@ def test_a_workflow_run_and_its_steps_get_spans(otel, server, model):
 
     wf.run()
     run = otel.span("invoke_workflow greeter")
+    step = otel.span("step greet")
+    assert step.parent.span_id == run.context.span_id
+    assert otel.span(f"chat {model.model}").parent.span_id == step.context.span_id
+
+
+@pytest.mark.parametrize("mode", ["run", "run_async"])
+def test_an_async_steps_span_is_a_child_of_the_run_with_its_stream_inside(otel, server, model, mode):
+    """An async step gets its span under the run's, and its complete_async's chat span under it."""
+    server.add(text_turn("hi"))
+    wf = blazen.workflow("async_greeter")
+
+    @wf.step("greet", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+    async def greet(_event):
+        await Streaming.complete_async(model, Llm.completion_request([Llm.user("hi")]))
+        return blazen.Event.create(event_type="blazen::StopEvent", data={"result": "ok"})
+
+    if mode == "run":
+        wf.run()
+    else:
+        asyncio.run(wf.run_async())
+    run = otel.span("invoke_workflow async_greeter")
     step = otel.span("step greet")
     assert step.parent.span_id == run.context.span_id
     assert otel.span(f"chat {model.model}").parent.span_id == step.context.span_id
@@ -427,3 +468,33 @@ def test_an_sdk_that_raises_changes_nothing_of_agent_or_workflow_runs(otel, serv
         )
 
     assert wf.run().result == 1
+
+
+def test_a_fallbacks_span_records_each_hop_and_who_answered(otel):
+    """Primary 429, secondary answers: one span, a blazen.fallback event, the answering provider."""
+    with StreamServer([Reply.json({"error": {"message": "slow"}}, status=429)]) as first:
+        primary = blazen.Providers.openai(api_key="k", base_url=first.base_url, max_retries=0)
+        with StreamServer([text_turn("Hi")]) as second:
+            secondary = blazen.Providers.groq(api_key="k", base_url=second.base_url)
+            fb = blazen.Providers.fallback(primary, secondary)
+            Streaming.complete(fb, Llm.completion_request([Llm.user("hi")]))
+    (span,) = otel.spans()
+    hops = [e for e in span.events if e.name == "blazen.fallback"]
+    assert [(e.attributes["blazen.fallback.provider"], e.attributes["error.type"]) for e in hops] == [
+        ("openai", "RateLimitError")
+    ]
+    assert dict(span.attributes or {})["gen_ai.provider.name"] == "groq"
+
+
+def test_a_priced_streams_span_carries_its_cost(otel):
+    """gpt-4o-mini through a local server: blazen.usage.cost_usd is genai-prices' price."""
+    genai_prices = pytest.importorskip("genai_prices")
+    reply = Reply.sse(openai_sse(["Hi"], usage=USAGE, model="gpt-4o-mini"))
+    with StreamServer([reply]) as server:
+        model = blazen.Providers.openai(api_key="k", base_url=server.base_url, model="gpt-4o-mini")
+        Streaming.complete(model, Llm.completion_request([Llm.user("hi")]))
+    (span,) = otel.spans()
+    price = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=10, output_tokens=5), "gpt-4o-mini", provider_id="openai"
+    ).total_price
+    assert dict(span.attributes or {})["blazen.usage.cost_usd"] == pytest.approx(float(price))

@@ -43,7 +43,7 @@ class Weather:
 
 
 if sys.version_info >= (3, 11):
-    from typing import NotRequired
+    from typing import NotRequired  # novermin (3.11+: its test is skipped before)
 
     class Item(TypedDict):
         name: str
@@ -224,9 +224,35 @@ def test_ollama_sends_the_schema_as_format(server):
     assert model.wire.body(request(), stream=True)["format"] == STRICT_SCHEMA
 
 
-def test_anthropic_sends_a_forced_tool_whose_input_is_the_answer(server):
-    """One tool named after the class, its schema as input_schema, and tool_choice forcing it."""
+def test_anthropic_sends_the_schema_as_output_config_format(server):
+    """By default output= is structured outputs: output_config.format with the JSON schema."""
     model = model_for("anthropic", server)
+    body = model.wire.body(request(), stream=True)
+    assert body["output_config"] == {"format": {"type": "json_schema", "schema": STRICT_SCHEMA}}
+    assert "tools" not in body and "tool_choice" not in body
+
+
+def test_anthropic_output_format_goes_with_thinking(server):
+    """output_config.format combines with thinking (the forced tool could not)."""
+    model = model_for("anthropic", server)
+    body = model.wire.body(request(reasoning_budget=2048), stream=True)
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["output_config"]["format"]["schema"] == STRICT_SCHEMA
+
+
+def test_anthropic_refuses_output_format_with_cited_documents_before_sending(server):
+    """Structured outputs and citations cannot be combined: UnsupportedError, nothing sent."""
+    model = model_for("anthropic", server, max_retries=0)
+    doc = Llm.document(b"The sky is blue.", media_type="text/plain", citations=True)
+    req = Llm.completion_request([Llm.user("Weather?", attachments=[doc])], output=Weather)
+    with pytest.raises(blazen.UnsupportedError, match="citations"):
+        Streaming.complete(model, req)
+    assert server.requests == []
+
+
+def test_anthropic_sends_a_forced_tool_whose_input_is_the_answer(server):
+    """With structured_output="tool": one tool named after the class, and tool_choice forcing it."""
+    model = model_for("anthropic", server, structured_output="tool")
     body = model.wire.body(request(), stream=True)
     assert body["tools"] == [
         {"name": "Weather", "description": "The weather in one city.", "input_schema": STRICT_SCHEMA}
@@ -236,7 +262,7 @@ def test_anthropic_sends_a_forced_tool_whose_input_is_the_answer(server):
 
 def test_anthropic_refuses_output_with_thinking_before_sending(server):
     """Claude refuses a forced tool while thinking: UnsupportedError, nothing sent."""
-    model = model_for("anthropic", server, max_retries=0)
+    model = model_for("anthropic", server, max_retries=0, structured_output="tool")
     with pytest.raises(blazen.UnsupportedError, match="reasoning_budget"):
         Streaming.complete(model, request(reasoning_budget=2048))
     assert server.requests == []
@@ -245,7 +271,7 @@ def test_anthropic_refuses_output_with_thinking_before_sending(server):
 @pytest.mark.parametrize(("choice", "names"), [("auto", ["lookup", "Weather"]), ("none", ["Weather"])])
 def test_anthropic_offers_the_answer_tool_beside_the_callers_tools(server, choice, names):
     """With tools on auto the model must call one of them or the answer's (tool_choice any)."""
-    model = model_for("anthropic", server)
+    model = model_for("anthropic", server, structured_output="tool")
     body = model.wire.body(request(tools=[Llm.tool("lookup")], tool_choice=choice), stream=True)
     assert [t["name"] for t in body["tools"]] == names
     forced = {"type": "tool", "name": "Weather"}

@@ -164,7 +164,8 @@ def test_anthropic_max_tokens_grows_past_the_budget_keeping_the_answers_room(
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"reasoning_effort": "high"}, "reasoning_budget"),
+        ({"reasoning_effort": "minimal"}, "reasoning_effort"),
+        ({"reasoning_display": "omitted"}, "reasoning_display"),
         ({"reasoning_budget": 1023}, "1024"),
         ({"reasoning_budget": 2048, "temperature": 0.5}, "temperature"),
         ({"reasoning_budget": 2048, "top_p": 0.5}, "top_p"),
@@ -173,7 +174,8 @@ def test_anthropic_max_tokens_grows_past_the_budget_keeping_the_answers_room(
     ],
 )
 def test_what_claude_refuses_with_thinking_is_unsupported_before_sending(server, kwargs, match):
-    """Effort, a budget under 1024, temperature, low top_p or a forced tool: UnsupportedError."""
+    """An undocumented effort, display without thinking, a budget under 1024, temperature,
+    low top_p or a forced tool: UnsupportedError."""
     req = Llm.completion_request([Llm.user("hi")], tools=[Llm.tool("t")], **kwargs)
     assert match in refused(server, "anthropic", req)
 

@@ -17,7 +17,7 @@ import pytest
 
 import blazen
 from blazen import Llm, Streaming
-from blazen.providers.capabilities import WIRES
+from blazen.providers.capabilities import VIDEO_PRESETS, takes_video
 from blazen.providers.registry import PROVIDERS
 from blazen.testing import Recorder
 
@@ -102,7 +102,7 @@ def test_the_video_repr_shows_a_size_not_the_bytes():
 
 
 @pytest.mark.parametrize(
-    "name", [n for n in (*NATIVE, *PRESET_NAMES) if not WIRES[PROVIDERS[n].wire].video_as]
+    "name", [n for n in (*NATIVE, *PRESET_NAMES) if not takes_video(n, PROVIDERS[n].wire)]
 )
 def test_every_provider_without_video_refuses_it_before_sending(server, name):
     """OpenAI-format, Anthropic and Ollama wires refuse a video: nothing reaches the server."""
@@ -125,6 +125,62 @@ def test_ollama_refusal_names_what_to_send_instead(server):
     )
     assert isinstance(rec.error, blazen.UnsupportedError)
     assert "Llm.image" in rec.error.message
+
+
+def test_the_responses_api_refuses_video_before_sending(server):
+    """OpenAI's Responses API takes no video either: refused, nothing sent."""
+    model = model_for("openai", server, api="responses")
+    rec = Recorder()
+    msg = Llm.user("Watch.", attachments=[Llm.video(MP4)])
+    Streaming.complete(model, Llm.completion_request([msg]), rec.handler)
+    assert server.requests == []
+    assert isinstance(rec.error, blazen.UnsupportedError), rec.error
+
+
+# -- OpenAI-format servers that document video: OpenRouter, vLLM --------------------------
+
+
+@pytest.mark.parametrize("name", sorted(VIDEO_PRESETS))
+@pytest.mark.parametrize("source", [MP4, YOUTUBE], ids=["bytes", "url"])
+def test_openrouter_and_vllm_send_a_video_url_part_after_the_text(server, name, source):
+    """As OpenRouter's video guide shows: the text, then ``video_url`` with a URL or a data URL."""
+    part = Llm.video(source)
+    msg = Llm.user(PROMPT, attachments=[part])
+    rec, _ = stream(
+        server, model_for(name, server), Llm.completion_request([msg]), sse_reply("text.sse")
+    )
+    assert rec.error is None, rec.error
+    content = server.requests[-1].json()["messages"][0]["content"]
+    want = (
+        YOUTUBE if source == YOUTUBE else "data:video/mp4;base64," + base64.b64encode(MP4).decode()
+    )
+    assert content == [
+        {"type": "text", "text": PROMPT},
+        {"type": "video_url", "video_url": {"url": want}},
+    ]
+
+
+def test_the_openai_sdk_sends_the_same_video_url_part(server):
+    """The openai SDK, given the same extra part, puts the same bytes on the wire as blazen."""
+    openai = pytest.importorskip("openai")
+    part = {"type": "video_url", "video_url": {"url": YOUTUBE}}
+    text = {"type": "text", "text": PROMPT}
+    server.add(sse_reply("text.sse"))
+    client = openai.OpenAI(api_key="k", base_url=server.base_url)
+    with client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": [text, part]}], stream=True
+    ) as response:
+        for _ in response:
+            pass
+    theirs = server.requests[-1].json()["messages"]
+    msg = Llm.user(PROMPT, attachments=[Llm.video(YOUTUBE)])
+    stream(
+        server,
+        model_for("openrouter", server),
+        Llm.completion_request([msg]),
+        sse_reply("text.sse"),
+    )
+    assert server.requests[-1].json()["messages"] == theirs
 
 
 # -- google-genai's own types, when installed ---------------------------------------------

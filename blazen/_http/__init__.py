@@ -1,21 +1,25 @@
 """HTTP for blazen: the only package that imports requests or urllib3.
 
 It sends a :class:`HttpRequest` over a model's pooled connections (:class:`Transport`),
-hands back a small :class:`Response` (status, headers, bytes as they arrive, close), cuts
-those bytes into SSE events or NDJSON lines, tears a connection down from any thread
-(:class:`Abort`), maps every exception of the HTTP stack to a blazen error
-(:func:`map_exception`), decides when a failed request is worth sending again
-(:func:`retry_delay`), and keeps the passwords a URL or proxy carries out of sight
-(:func:`shown_url`, :func:`url_masks`).
+hands back a small :class:`Response` (status, headers, the body read by read, close, and
+:meth:`Response.check` for the statuses and media types a caller cannot read), cuts each
+read into the batch of SSE events or NDJSON lines it completes (:func:`framer`), tears a
+connection down from any thread (:class:`Abort`), decides when a failed request is worth
+sending again (:func:`retry_delay`), and keeps the passwords a URL or proxy carries out of
+sight (:func:`shown_url`, :func:`url_masks`).
+
+It is sealed: every exception of the HTTP stack is mapped inside it to the blazen error
+that says what happened (:func:`map_exception`), so only blazen errors leave it. The
+private names of urllib3 and http.client it relies on are all in :mod:`.hooks`.
 """
 
 from __future__ import annotations
 
 from .abort import Abort
 from .exceptions import map_exception, proxy_refused
-from .framing import DEFAULT_MAX_EVENT_BYTES, iter_ndjson, iter_sse
+from .framing import DEFAULT_MAX_EVENT_BYTES, Event, Framer, framer
 from .request import HttpRequest
-from .response import Response
+from .response import ErrorReader, ReadBudget, Response
 from .retry import retry_delay
 from .transport import Transport
 from .urls import Proxy, shown_url, url_masks
@@ -23,12 +27,15 @@ from .urls import Proxy, shown_url, url_masks
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "Abort",
+    "ErrorReader",
+    "Event",
+    "Framer",
     "HttpRequest",
     "Proxy",
+    "ReadBudget",
     "Response",
     "Transport",
-    "iter_ndjson",
-    "iter_sse",
+    "framer",
     "map_exception",
     "proxy_refused",
     "retry_delay",

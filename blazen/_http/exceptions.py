@@ -27,7 +27,7 @@ from ..errors import (
 )
 from .urls import Proxy, shown_url
 
-__all__ = ["CATCH_ALL", "EXCEPTIONS", "map_exception", "proxy_refused"]
+__all__ = ["CATCH_ALL", "EXCEPTIONS", "Target", "map_exception", "proxy_refused"]
 
 # Most specific first: the first class that matches decides. Every exception class of
 # requests, urllib3, http.client, ssl and socket is placed here by name or by a parent that
@@ -118,6 +118,42 @@ CATCH_ALL: tuple[type[BaseException], ...] = (
     http.client.HTTPException,
     OSError,
 )
+
+
+class Target:
+    """Where one request goes, for the errors that name it: the provider, URL, limits, proxy.
+
+    The transport maps every exception of the HTTP stack inside itself with
+    :meth:`error`: only blazen errors leave :mod:`blazen._http`.
+    """
+
+    __slots__ = ("connect_timeout", "provider", "proxy", "read_timeout", "url")
+
+    def __init__(
+        self,
+        provider: str,
+        url: str,
+        *,
+        connect_timeout: Optional[float],
+        read_timeout: Optional[float],
+        proxy: Optional[Proxy],
+    ) -> None:
+        self.provider = provider
+        self.url = url
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.proxy = proxy
+
+    def error(self, exc: BaseException) -> BlazenError:
+        """The blazen error for ``exc``, raised while talking to this target."""
+        return map_exception(
+            exc,
+            provider=self.provider,
+            url=self.url,
+            connect_timeout=self.connect_timeout,
+            read_timeout=self.read_timeout,
+            proxy=self.proxy,
+        )
 
 
 def map_exception(

@@ -1,9 +1,16 @@
 """Bytes to events: Server-Sent Events (through sseclient-py) and newline-delimited JSON.
 
-This module knows no provider. It turns the chunks a socket delivers into complete events,
-as soon as each one is complete, and enforces a size cap so that a hostile or broken server
-cannot grow memory without bound. An event left incomplete at end of stream is discarded
-(as the SSE specification requires), so a truncated stream never yields half an event.
+This module knows no provider. A framer takes each socket read as it lands
+(:meth:`SseFramer.feed`) and returns the batch of events that read completed, so the stream
+layer folds and hands up one batch per read. It enforces a size cap so that a hostile or
+broken server cannot grow memory without bound. An event left incomplete at end of stream
+is discarded (as the SSE specification requires), so a truncated stream never yields half
+an event.
+
+sseclient-py is the SSE parser of record. The one shortcut: an event in the plain form
+LLM servers send (``data: <line>``, optionally after ``event: <name>``, then a blank line)
+is read here directly; ``tests/test_framing_oracle.py`` shows for arbitrary byte streams cut
+anywhere that the events and errors are exactly sseclient-py's.
 """
 
 from __future__ import annotations
@@ -11,14 +18,36 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
+from typing import Optional, Union
 
 from sseclient import SSEClient
 
 from ..errors import ProviderError
 
-__all__ = ["DEFAULT_MAX_EVENT_BYTES", "iter_ndjson", "iter_sse"]
+__all__ = [
+    "DEFAULT_MAX_EVENT_BYTES",
+    "Event",
+    "Framer",
+    "NdjsonFramer",
+    "SseFramer",
+    "framer",
+    "iter_ndjson",
+    "iter_sse",
+]
 
 DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
+
+#: ``(event name, data)``: ``"message"`` for an SSE event without a name, ``""`` for an
+#: NDJSON line.
+Event = tuple[str, str]
+Framer = Union["SseFramer", "NdjsonFramer"]
+
+
+def framer(kind: str, *, provider: str, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> Framer:
+    """A fresh framer for one body: ``kind`` is ``"sse"`` or ``"ndjson"``."""
+    if kind == "sse":
+        return SseFramer(provider, max_event_bytes)
+    return NdjsonFramer(provider, max_event_bytes)
 
 
 def _too_large(provider: str, cap: int) -> ProviderError:
@@ -41,45 +70,7 @@ def _bad_utf8(provider: str, exc: UnicodeDecodeError) -> ProviderError:
     return err
 
 
-class _CountingSource:
-    """Hands byte chunks to sseclient-py while counting the bytes of the pending event."""
-
-    __slots__ = ("_cap", "_chunks", "_provider", "eof", "pending")
-
-    def __init__(self, chunks: Iterable[bytes], cap: int, provider: str) -> None:
-        self._chunks = chunks
-        self._cap = cap
-        self._provider = provider
-        self.pending = 0
-        self.eof = False
-
-    def feed(self) -> Iterator[bytes]:
-        """The chunks without a leading BOM, raising once the pending event passes the cap.
-
-        Only the bytes since the last blank line count: keep-alive comments between
-        events end with one, so a long quiet stream of pings never adds up to an "event".
-        """
-        cap = self._cap
-        ended_lf = False  # the last read ended a line: an LF now would end an event
-        for chunk in _lf_lines(_without_bom(self._chunks)):
-            end = chunk.rfind(b"\n\n")
-            if end < 0 and ended_lf and chunk.startswith(b"\n"):
-                end = 0  # the blank line began in the last read
-            ended_lf = chunk.endswith(b"\n")
-            if end < 0:
-                self.pending += len(chunk)
-            else:
-                # Blocks completed in this chunk: only when together they pass the cap is
-                # it worth measuring them one by one (a run of pings is many small blocks).
-                if self.pending + end > cap and _largest_block(self.pending, chunk[:end]) > cap:
-                    raise _too_large(self._provider, cap)
-                self.pending = len(chunk) - end
-            if self.pending > cap:
-                raise _too_large(self._provider, cap)
-            yield chunk
-        self.eof = True
-
-
+_BOM = b"\xef\xbb\xbf"
 _BLANK_LINE = re.compile(rb"\n\n")
 
 
@@ -90,104 +81,266 @@ def _largest_block(carried: int, completed: bytes) -> int:
     return max(sizes)
 
 
-def _lf_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """``chunks`` with every line ending (CRLF, CR or LF, even mixed) as LF.
+class SseFramer:
+    """One SSE body, read by read: :meth:`feed` each read, :meth:`end` at end of body.
 
-    The SSE specification allows all three, in any mix; sseclient-py only ends an event at
-    a blank line written with one kind, and would join an ``\\n`` line and a ``\\r\\n``
-    blank line into one event. A CR at the end of one read may pair with an LF at the
-    start of the next. Streams without CR (nearly all) pass through untouched.
+    Before parsing, a read loses the UTF-8 byte order mark the specification lets a stream
+    open with (sseclient-py would keep it in the first field's name, and lose that event)
+    and has every line ending (CRLF, CR or LF, even mixed) made LF (sseclient-py only ends
+    an event at a blank line written with one kind). Then each block up to a blank line is
+    one event: in the plain form read here, else by sseclient-py.
+
+    An error (too large an event, bytes that are not UTF-8) found after some events of a
+    read is raised by the next call, once those events have been handed up.
     """
-    pending_cr = False
+
+    __slots__ = (
+        "_cap",
+        "_carry",
+        "_ended_lf",
+        "_error",
+        "_head",
+        "_pending",
+        "_pending_cr",
+        "provider",
+    )
+
+    def __init__(self, provider: str, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.provider = provider
+        self._cap = max_event_bytes
+        # The opening bytes while they may still be a byte order mark; None once decided.
+        self._head: Optional[bytes] = b""
+        self._pending_cr = False  # the last read ended with CR: an LF now is the same break
+        self._ended_lf = False  # the last read ended a line: an LF now would end an event
+        self._pending = 0  # bytes since the last blank line (the event being received)
+        # The normalised bytes of the event not yet complete, in the reads that brought them
+        # (joined once its blank line comes: an 8 MB event in small reads is copied once).
+        self._carry: list[bytes] = []
+        self._error: Optional[ProviderError] = None
+
+    def feed(self, data: bytes) -> list[Event]:
+        """The events this read completes, in order (events without data are skipped)."""
+        if self._error is not None:
+            raise self._error
+        if self._head is not None:
+            head = self._head + data
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._head = head
+                return []  # too short to tell yet
+            self._head = None
+            data = head[len(_BOM) :] if head.startswith(_BOM) else head
+        if self._pending_cr and data.startswith(b"\n"):
+            data = data[1:]
+        self._pending_cr = False
+        if b"\r" in data:
+            self._pending_cr = data.endswith(b"\r")
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if not data:
+            return []
+        if not self._count(data):
+            self._carry.append(data)  # no blank line in this read: no event completes
+            return []
+        out: list[Event] = []
+        carry = self._carry
+        if carry:
+            carry.append(data)
+            data = b"".join(carry)
+            carry.clear()
+        try:
+            self._cut(data, out)
+        except ProviderError as exc:
+            if not out:
+                raise
+            self._error = exc
+        return out
+
+    def end(self) -> list[Event]:
+        """At end of body: nothing more, since an event without its blank line is dropped.
+
+        Its bytes are still decoded as sseclient-py would, which raises on invalid UTF-8.
+        """
+        if self._error is not None:
+            raise self._error
+        carry = b"".join(self._carry)
+        self._carry.clear()
+        if carry.strip(b"\n"):
+            self._slow(carry, [])
+        return []
+
+    def _count(self, chunk: bytes) -> bool:
+        """Count ``chunk`` against the cap; whether a blank line ends in it."""
+        # Only the bytes since the last blank line count: keep-alive comments between events
+        # end with one, so a long quiet stream of pings never adds up to an "event".
+        cap = self._cap
+        end = chunk.rfind(b"\n\n")
+        if end < 0 and self._ended_lf and chunk.startswith(b"\n"):
+            end = 0  # the blank line began in the last read
+        self._ended_lf = chunk.endswith(b"\n")
+        if end < 0:
+            self._pending += len(chunk)
+        else:
+            # Blocks completed in this chunk: only when together they pass the cap is it
+            # worth measuring them one by one (a run of pings is many small blocks).
+            if self._pending + end > cap and _largest_block(self._pending, chunk[:end]) > cap:
+                raise _too_large(self.provider, cap)
+            self._pending = len(chunk) - end
+        if self._pending > cap:
+            raise _too_large(self.provider, cap)
+        return end >= 0
+
+    def _cut(self, buf: bytes, out: list[Event]) -> None:
+        # Blocks are found line by line: a one-byte find is memchr, several times faster
+        # than searching for the two-byte blank line, and the plain forms have one or two
+        # lines. Anything else falls back to that search and to sseclient-py.
+        find = buf.find
+        startswith = buf.startswith
+        add = out.append
+        size = len(buf)
+        pos = 0
+        try:
+            while True:
+                nl = find(b"\n", pos)
+                if nl < 0 or nl + 1 >= size:
+                    break  # no whole line, or no byte yet after the last one
+                if nl == pos:
+                    pos += 1  # a blank line before any field dispatches nothing
+                    continue
+                if buf[nl + 1] == 10:
+                    # One line, then the blank line: "data: X".
+                    if startswith(b"data: ", pos) and nl > pos + 6:
+                        try:
+                            add(("message", buf[pos + 6 : nl].decode()))
+                            pos = nl + 2
+                            continue
+                        except UnicodeDecodeError:
+                            pass  # sseclient-py reports it, exactly as it would
+                    end = nl
+                else:
+                    nl2 = find(b"\n", nl + 1)
+                    if nl2 < 0 or nl2 + 1 >= size:
+                        break
+                    if buf[nl2 + 1] == 10:
+                        # Two lines: "event: N" then "data: X".
+                        if (
+                            startswith(b"event: ", pos)
+                            and startswith(b"data: ", nl + 1)
+                            and nl2 > nl + 7
+                        ):
+                            try:
+                                name = buf[pos + 7 : nl].decode() or "message"
+                                add((name, buf[nl + 7 : nl2].decode()))
+                                pos = nl2 + 2
+                                continue
+                            except UnicodeDecodeError:
+                                pass
+                        end = nl2
+                    else:
+                        end = find(b"\n\n", nl2 + 1)
+                        if end < 0:
+                            break
+                self._slow(buf[pos : end + 2], out)
+                pos = end + 2
+        finally:
+            if pos < size:
+                self._carry.append(buf[pos:])
+
+    def _slow(self, block: bytes, out: list[Event]) -> None:
+        # Every other block, sseclient-py reads: comments, id:/retry:, several data lines,
+        # fields without a space, blank lines before the event.
+        try:
+            for event in SSEClient(iter((block,))).events():
+                if event.data:
+                    out.append((event.event, event.data))
+        except UnicodeDecodeError as exc:
+            raise _bad_utf8(self.provider, exc) from exc
+
+
+class NdjsonFramer:
+    """One newline-delimited JSON body, read by read: each complete, non-blank line.
+
+    As with :class:`SseFramer`, an error found after some lines of a read is raised by the
+    next call.
+    """
+
+    __slots__ = ("_buf", "_cap", "_error", "provider")
+
+    def __init__(self, provider: str, max_line_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self.provider = provider
+        self._cap = max_line_bytes
+        self._buf = bytearray()
+        self._error: Optional[ProviderError] = None
+
+    def feed(self, data: bytes) -> list[Event]:
+        """``("", line)`` for each line this read completes."""
+        if self._error is not None:
+            raise self._error
+        out: list[Event] = []
+        buf = self._buf
+        # What is already buffered holds no newline: search only the new bytes.
+        scan = len(buf)
+        buf += data
+        begin = 0
+        try:
+            while True:
+                nl = buf.find(b"\n", scan)
+                if nl < 0:
+                    break
+                line = bytes(buf[begin:nl])
+                begin = scan = nl + 1
+                if line.strip():
+                    try:
+                        out.append(("", line.decode("utf-8")))
+                    except UnicodeDecodeError as exc:
+                        raise _bad_utf8(self.provider, exc) from exc
+            if begin:
+                del buf[:begin]
+            if len(buf) > self._cap:
+                raise _too_large(self.provider, self._cap)
+        except ProviderError as exc:
+            if not out:
+                raise
+            self._error = exc
+        return out
+
+    def end(self) -> list[Event]:
+        """A last line the server did not end with a newline, if it is whole JSON.
+
+        JSON Lines allows it; a fragment cut off mid-value is dropped, as an SSE event
+        without its blank line is, and the wire format then sees no end signal.
+        """
+        if self._error is not None:
+            raise self._error
+        tail = bytes(self._buf).strip()
+        self._buf = bytearray()
+        if tail:
+            try:
+                text = tail.decode("utf-8")
+                json.loads(text)
+            except ValueError:
+                return []
+            return [("", text)]
+        return []
+
+
+def _frames(chunks: Iterable[bytes], framing: Framer) -> Iterator[Event]:
     for chunk in chunks:
-        if pending_cr and chunk.startswith(b"\n"):
-            chunk = chunk[1:]
-        pending_cr = False
-        if b"\r" in chunk:
-            pending_cr = chunk.endswith(b"\r")
-            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        if chunk:
-            yield chunk
+        yield from framing.feed(chunk)
+    yield from framing.end()
 
-
-_BOM = b"\xef\xbb\xbf"
-
-
-def _without_bom(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """``chunks`` without the UTF-8 byte order mark the SSE specification lets a stream open with.
-
-    sseclient-py would keep it as part of the first field's name, and so lose the first event.
-    """
-    it = iter(chunks)
-    head = b""
-    for chunk in it:
-        head += chunk
-        if len(head) < len(_BOM) and _BOM.startswith(head):
-            continue  # too short to tell yet
-        rest = head[len(_BOM) :] if head.startswith(_BOM) else head
-        if rest:
-            yield rest
-        break
-    yield from it
 
 def iter_sse(
     chunks: Iterable[bytes], *, provider: str, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-) -> Iterator[tuple[str, str]]:
+) -> Iterator[Event]:
     """Yield ``(event_name, data)`` for each complete SSE event with non-empty data.
 
     Comment lines (keep-alives), events without data and unknown fields are skipped; an
     event with no ``event:`` field is named ``"message"``.
     """
-    source = _CountingSource(chunks, max_event_bytes, provider)
-    events = SSEClient(source.feed()).events()
-    while True:
-        try:
-            event = next(events)
-        except StopIteration:
-            return
-        except UnicodeDecodeError as exc:
-            raise _bad_utf8(provider, exc) from exc
-        if source.eof:
-            # Completed only by end of stream: the blank line that ends an event never came.
-            return
-        data = event.data
-        if data:
-            yield event.event, data
+    return _frames(chunks, SseFramer(provider, max_event_bytes))
 
 
 def iter_ndjson(
     chunks: Iterable[bytes], *, provider: str, max_line_bytes: int = DEFAULT_MAX_EVENT_BYTES
 ) -> Iterator[str]:
     """Yield each complete, non-blank line of a newline-delimited JSON stream as text."""
-    buf = bytearray()
-    for chunk in chunks:
-        # What is already buffered holds no newline: search only the new bytes.
-        scan = len(buf)
-        buf += chunk
-        begin = 0
-        while True:
-            nl = buf.find(b"\n", scan)
-            if nl < 0:
-                break
-            line = bytes(buf[begin:nl])
-            begin = scan = nl + 1
-            if line.strip():
-                try:
-                    yield line.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise _bad_utf8(provider, exc) from exc
-        if begin:
-            del buf[:begin]
-        if len(buf) > max_line_bytes:
-            raise _too_large(provider, max_line_bytes)
-    # A last line the server did not end with a newline is still a line when it is whole
-    # JSON (JSON Lines allows it); a fragment cut off mid-value is dropped, as an SSE event
-    # without its blank line is, and the wire format then sees no end signal.
-    tail = bytes(buf).strip()
-    if tail:
-        try:
-            text = tail.decode("utf-8")
-            json.loads(text)
-        except ValueError:
-            return
-        yield text
+    return (line for _, line in _frames(chunks, NdjsonFramer(provider, max_line_bytes)))

@@ -1,112 +1,188 @@
 """``Response``: what the transport hands the stream layer, and all it may do with it.
 
-Status, headers, the body's bytes as they arrive, and ``close()``/``release()``. The stream
-layer never sees a ``requests.Response``: a change of HTTP library touches this folder only.
+Status, headers, the body's bytes read by read as they arrive, ``close()``/``release()``,
+and :meth:`Response.check`, which says whether this is a response the caller can read at
+all. The stream layer never sees a ``requests.Response`` nor any exception of the HTTP
+stack: each method maps what the stack raises to a blazen error (:class:`.Target`), so a
+change of HTTP library touches this folder only.
 """
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import json
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
 
 import requests
 
-from ..errors import ProviderError
+from ..errors import BlazenError, ProviderError
 from ..errors import TimeoutError as BlazenTimeoutError
 from .abort import Abort
 from .chunked import ChunkedBody, chunked_body
 from .decoding import inflater_for
+from .exceptions import Target, proxy_refused
+from .hooks import raw_read1, response_socket
 
-__all__ = ["Response"]
+__all__ = ["ErrorReader", "ReadBudget", "Response"]
 
 
 _READ_SIZE = 65536
 _ERROR_BODY_CAP = 64 * 1024
 
+#: A wire format's reader of an error response: ``(status, headers, body) -> error``.
+ErrorReader = Callable[[int, Mapping[str, str], str], BlazenError]
+
 
 class Response:
     """One HTTP response whose status and headers have arrived; the body is still unread."""
 
-    __slots__ = ("_abort", "_before_read", "_chunked", "_resp", "headers", "status")
+    __slots__ = (
+        "_abort",
+        "_before_read",
+        "_chunked",
+        "_inflater",
+        "_read1",
+        "_resp",
+        "_target",
+        "headers",
+        "status",
+    )
 
-    def __init__(self, resp: requests.Response, abort: Abort) -> None:
+    def __init__(self, resp: requests.Response, abort: Abort, target: Target) -> None:
         self._resp = resp
         self._abort = abort
+        self._target = target
         # The chunked-body reader, made on first read and kept for the drain: it lives and
         # dies with this response.
         self._chunked: Optional[ChunkedBody] = None
+        self._read1: Optional[Callable[[int], bytes]] = None
         # Called before each socket read of a close-delimited or sized body (a budget).
         self._before_read: Optional[Callable[[], None]] = None
         self.status: int = resp.status_code
         #: Case-insensitive, as HTTP header names are.
         self.headers: Mapping[str, str] = resp.headers
+        self._inflater = inflater_for(self.headers.get("Content-Encoding", ""))
 
     @property
     def content_type(self) -> str:
         """The media type alone, lower case (``""`` when there is none)."""
         return self.headers.get("Content-Type", "").split(";")[0].strip().lower()
 
-    def iter_bytes(self) -> Iterator[bytes]:
-        """Yield body bytes as soon as the socket has any, chunked or close-delimited.
+    def check(self, read_error: ErrorReader, *, stream_types: Optional[tuple[str, ...]]) -> None:
+        """Raise the error this response is, unless it is a 200 the caller can read.
 
-        A gzip or deflate body is read raw and inflated here (see :mod:`.decoding`), so
-        each socket read is one step, timed like any other.
+        - 407: only a proxy answers it (RFC 9110, 15.5.8); the provider never saw the request.
+        - 3xx: blazen does not follow redirects, which could carry the key elsewhere.
+        - any other status but 200: the wire format's ``read_error(status, headers, body)``.
+        - with ``stream_types`` (a streamed request), a 200 of another media type: a JSON
+          error body read by ``read_error`` (status 200), anything else a
+          :class:`~blazen.ProviderError` saying what came instead of an event stream.
         """
-        resp = self._resp
-        raw = resp.raw
-        inflater = inflater_for(self.headers.get("Content-Encoding", ""))
+        status = self.status
+        target = self._target
+        if status == 407:
+            raise proxy_refused(
+                target.provider, target.proxy, status, "Proxy Authentication Required"
+            )
+        if status != 200:
+            body = self.read_error_body()
+            if 300 <= status < 400:
+                raise ProviderError(
+                    f"{target.provider} answered with a redirect ({status}) to "
+                    f"{self.headers.get('Location') or '?'!r}; blazen does not follow "
+                    "redirects (they could carry the key elsewhere): set base_url to the "
+                    "final address",
+                    provider=target.provider,
+                    status=status,
+                )
+            raise read_error(status, self.headers, body)
+        if stream_types is None:
+            return
+        ctype = self.content_type
+        if ctype in stream_types:
+            return
+        body = self.read_error_body()
+        if ctype == "application/json":
+            try:
+                payload: Any = json.loads(body)
+            except ValueError:
+                payload = None
+            if isinstance(payload, dict) and payload.get("error") is not None:
+                # Some servers send an error body with 200: it is the error all the same.
+                raise read_error(200, self.headers, body)
+        what = "an HTML page" if ctype == "text/html" else f"Content-Type {ctype or 'none'!r}"
+        raise ProviderError(
+            f"{target.provider} answered 200 with {what} instead of an event stream; is "
+            f"base_url right? (request went to {target.url})",
+            provider=target.provider,
+            status=200,
+            error_type="wrong_content_type",
+            body=body[:4096],
+        )
+
+    def read(self) -> bytes:
+        """The next bytes of the body, as soon as one socket read brings any; ``b""`` at its end.
+
+        Chunked or close-delimited; a gzip or deflate body is read raw and inflated here
+        (see :mod:`.decoding`), so each socket read is one step, timed like any other.
+        """
+        try:
+            inflater = self._inflater
+            while True:
+                data = self._read_raw()
+                if not data or inflater is None:
+                    return data
+                out = b"".join(inflater.feed(data))
+                if out:
+                    return out
+        except BlazenError:
+            raise
+        except Exception as exc:
+            raise self._target.error(exc) from exc
+
+    def _read_raw(self) -> bytes:
         chunked = self._chunked_body()
         if chunked is not None:
-            while True:
-                data = chunked.read()
-                if not data:
-                    return
-                if inflater is None:
-                    yield data
-                else:
-                    yield from inflater.feed(data)
-        # iter_content on a close-delimited body waits for a full buffer; read1 returns
-        # whatever one recv gave. urllib3 >= 2 has read1 (raw here: blazen decodes);
-        # older versions expose http.client's response, raw too, as _fp.
-        read1: Callable[[int], bytes]
-        if hasattr(raw, "read1"):
-            read1 = functools.partial(raw.read1, decode_content=False)
-        else:
-            read1 = raw._fp.read1  # type: ignore[union-attr]
+            return chunked.read()
+        read1 = self._read1
+        if read1 is None:
+            # iter_content on a close-delimited body waits for a full buffer; read1 returns
+            # whatever one recv gave.
+            read1 = self._read1 = raw_read1(self._resp.raw)
+        if self._before_read is not None:
+            self._before_read()
+        return read1(_READ_SIZE)
 
+    def _bytes(self) -> Iterator[bytes]:
         while True:
-            if self._before_read is not None:
-                self._before_read()
-            data = read1(_READ_SIZE)
+            data = self.read()
             if not data:
                 return
-            if inflater is None:
-                yield data
-            else:
-                yield from inflater.feed(data)
+            yield data
 
     def _chunked_body(self) -> Optional[ChunkedBody]:
         if self._chunked is None:
-            # blazen decodes every body itself (iter_bytes): it is framed here raw.
+            # blazen decodes every body itself (read): it is framed here raw.
             self._chunked = chunked_body(self._resp)
         return self._chunked
 
-    def read_body(self, cap: int, provider: str, within: Optional[float] = None) -> str:
+    def read_body(self, cap: int, within: Optional[float] = None) -> str:
         """The whole (non-streamed) body as text, refusing one larger than ``cap``.
 
         With ``within``, the body must have arrived that many seconds after its headers: a
         server sending a byte at a time would otherwise hold the call for as long as it
         likes, since each read gets a fresh socket timeout.
         """
+        provider = self._target.provider
         spend = None if within is None else self._budget(within)
         parts: list[bytes] = []
         size = 0
         try:
             if spend is not None:
                 spend()
-            for data in self.iter_bytes():
+            for data in self._bytes():
                 parts.append(data)
                 size += len(data)
                 if size > cap:
@@ -114,8 +190,11 @@ class Response:
                 if spend is not None:
                     spend()
         except Exception as exc:
+            # The budget's own TimeoutError, or a read's (blazen's TimeoutError is one too).
             if spend is None or not (isinstance(exc, TimeoutError) or spend.spent()):
-                raise
+                if isinstance(exc, BlazenError):
+                    raise
+                raise self._target.error(exc) from exc
             assert within is not None
             raise BlazenTimeoutError(
                 f"{provider} did not finish sending its response within the idle timeout "
@@ -162,17 +241,17 @@ class Response:
         worth it to reuse the connection, so it gets ``budget`` seconds in all, however the
         server trickles bytes; past that, or if the stream is aborted meanwhile (the
         socket stays attached to the abort until the drain is over), the connection is
-        closed instead of pooled.
+        closed instead of pooled. It never raises: a drain that fails closes.
         """
         resp = self._resp
         if self._abort.aborted:
             resp.close()
             return
         raw = resp.raw
-        spend = self._budget(budget)
         try:
+            spend = self._budget(budget)
             spend()
-            for _ in self.iter_bytes():
+            for _ in self._bytes():
                 spend()
         except Exception:
             resp.close()
@@ -181,12 +260,26 @@ class Response:
         if not self._abort.detach():
             resp.close()
             return
-        raw.release_conn()
+        try:
+            raw.release_conn()
+        except Exception:
+            resp.close()
+
+    def limit_reads(self, seconds: float) -> ReadBudget:
+        """From now on the socket reads get ``seconds`` in all (then they raise).
+
+        For reading on past an end signal that may not be the last (Gemini's finishReason):
+        ``spent()`` on the result says whether a read failed because the time ran out.
+        """
+        return self._budget(seconds)
 
     def _budget(self, seconds: float) -> _Budget:
         """A check to run before every socket read: the reads get ``seconds`` in all."""
-        connection = getattr(self._resp.raw, "_connection", None)
-        budget = _Budget(seconds, getattr(connection, "sock", None))
+        # The socket the abort holds first: http.client sets ``conn.sock`` to None as soon as
+        # a close-delimited (or ``Connection: close``) response begins, and a budget with no
+        # socket to time out let the drain after [DONE] wait for idle_timeout.
+        sock = self._abort.attached_socket
+        budget = _Budget(seconds, response_socket(self._resp.raw) if sock is None else sock)
         chunked = self._chunked_body()
         if chunked is not None:
             chunked.before_read = budget  # the chunked reader checks before each read itself
@@ -194,8 +287,10 @@ class Response:
         return budget
 
     def close(self) -> None:
-        """Close the connection; it is not reused."""
-        self._resp.close()
+        """Close the connection; it is not reused. It never raises."""
+        # Already broken: closing what is left cannot fail the stream.
+        with contextlib.suppress(Exception):
+            self._resp.close()
 
     def location(self) -> Optional[str]:
         """Where a redirect points, if anywhere."""
@@ -218,7 +313,17 @@ def _decoded(data: bytes, encoding: str, cap: int) -> bytes:
     return bytes(out[:cap])
 
 
-class _Budget:
+class ReadBudget:
+    """What :meth:`Response.limit_reads` returns: ask :meth:`spent` after a failed read."""
+
+    __slots__ = ()
+
+    def spent(self) -> bool:
+        """Whether the time is up."""
+        raise NotImplementedError
+
+
+class _Budget(ReadBudget):
     """Time for a run of socket reads in all: call it before each read.
 
     It raises the builtin ``TimeoutError`` once the time is spent, and otherwise gives the

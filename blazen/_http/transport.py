@@ -27,8 +27,10 @@ import requests
 import requests.adapters
 
 from .._version import __version__
-from ..errors import CancelledError, ValidationError
-from .abort import POOLS, Abort, current
+from ..errors import BlazenError, CancelledError, ValidationError
+from .abort import Abort, current
+from .exceptions import Target
+from .hooks import POOLS, own_pools
 from .request import HttpRequest
 from .response import Response
 from .urls import Proxy, environ_proxy
@@ -45,11 +47,11 @@ _PREPARED_CAP = 64
 class _Adapter(requests.adapters.HTTPAdapter):
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
-        _own_pools(self.poolmanager)
+        own_pools(self.poolmanager, POOLS)
 
     def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
         manager = super().proxy_manager_for(proxy, **proxy_kwargs)
-        _own_pools(manager)
+        own_pools(manager, POOLS)
         return manager
 
     def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
@@ -63,18 +65,6 @@ class _Adapter(requests.adapters.HTTPAdapter):
                 "or deleted? pass the path of a CA bundle, or True for the default CAs)"
             )
             raise ValidationError(msg) from None
-
-
-def _close_pool(pool: Any) -> None:
-    pool.close()
-
-
-def _own_pools(manager: Any) -> None:
-    manager.pool_classes_by_scheme = POOLS
-    # urllib3 2 drops a pool from its manager (on clear(), or when too many hosts evict it)
-    # without closing it: its idle sockets stay open until the pool is collected, which a
-    # reference anywhere (an error's traceback) can put off for ever. Close them then.
-    manager.pools.dispose_func = _close_pool
 
 
 class _NoCookies(requests.cookies.RequestsCookieJar):
@@ -225,6 +215,7 @@ class Transport:
         request: HttpRequest,
         abort: Abort,
         *,
+        provider: str,
         stream: bool,
         connect_timeout: Optional[float],
         read_timeout: Optional[float],
@@ -232,15 +223,23 @@ class Transport:
         """Send ``request`` and return once the status and headers have arrived.
 
         Redirects are never followed: a redirect would carry the key to another host.
+        Whatever the HTTP stack raises comes out as the blazen error that says what
+        happened (see :func:`.exceptions.map_exception`), naming ``provider``.
         """
-        prepared = self._prepare(request, stream)
-        session = self._get_session()
+        target = Target(
+            provider,
+            request.url,
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            proxy=self.proxy,
+        )
         local = current()
         local.abort = abort
         try:
             if abort.aborted:
                 raise CancelledError("the stream was cancelled before it was sent")
-            resp = session.send(
+            prepared = self._prepare(request, stream)
+            resp = self._get_session().send(
                 prepared,
                 stream=True,
                 timeout=(connect_timeout, read_timeout),
@@ -248,11 +247,13 @@ class Transport:
                 verify=self._verify,
                 proxies=self._proxies,
             )
-            return Response(resp, abort)
+            return Response(resp, abort, target)
+        except BlazenError:
+            raise
+        except Exception as exc:
+            raise target.error(exc) from exc
         finally:
             local.abort = None
-
-
 
 
 def _after_fork_in_child() -> None:

@@ -14,6 +14,8 @@ third-party provider imports the same names. Nothing here does I/O.
 - :func:`parse_json` decodes a payload; :func:`malformed` is the error for one of the wrong
   shape, :data:`SHAPE_ERRORS` / :func:`shape_error` what the engine makes of an exception a
   fold raised on one.
+- :class:`EmbeddingWire`: an embedding endpoint (build the request for a batch of texts,
+  read its :class:`EmbeddingBatch` of vectors).
 - :func:`error_from_body`, :func:`error_from_http`, :func:`error_event` (with
   :func:`error_payload`, :func:`event_error_payload`, :func:`first_str` for wires that read
   more of their errors themselves) classify a provider's errors like its HTTP statuses.
@@ -22,6 +24,7 @@ third-party provider imports the same names. Nothing here does I/O.
 from __future__ import annotations
 
 from .._http import HttpRequest
+from .embedding import EmbeddingBatch, EmbeddingWire
 from .errors import (
     error_event,
     error_from_body,
@@ -37,6 +40,8 @@ from .wire import Fold, WireFormat
 
 __all__ = [
     "SHAPE_ERRORS",
+    "EmbeddingBatch",
+    "EmbeddingWire",
     "Fold",
     "HttpRequest",
     "StreamState",

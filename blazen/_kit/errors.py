@@ -62,10 +62,13 @@ def error_from_body(
 ) -> ProviderError:
     """Classify an error from a decoded body, for both HTTP errors and in-stream errors.
 
-    ``status`` is None for an error inside a 200 stream. ``error_type``, ``code`` and
+    ``status`` is None for an error inside a 200 stream; 200 (an error body a server sent
+    with a success status) is classified the same way. ``error_type``, ``code`` and
     ``retry_after`` are what a wire read from the body itself; each one given wins over the
     generic reading (the body's ``type`` and ``code``, the ``Retry-After`` headers).
     """
+    if status == 200:
+        status = None
     headers = headers or {}
     err: Any = payload.get("error", payload) if isinstance(payload, dict) else payload
     message: Optional[str] = None

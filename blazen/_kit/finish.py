@@ -1,6 +1,6 @@
 """Every raw finish reason of every wire, and the one it is reported as. No I/O.
 
-The table is the documentation: the README's finish-reason table is generated from it
+The table is the documentation: the docs' finish-reason table is generated from it
 (:func:`finish_reason_table`; a test keeps the two the same). ``"error"`` marks a raw
 reason the wire turns into a typed error instead of a ``done`` (Gemini's failed calls).
 A raw reason in no row is reported as ``""`` with the raw value kept on the response and
@@ -61,6 +61,13 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "UNEXPECTED_TOOL_CALL": "error",
         "TOO_MANY_TOOL_CALLS": "error",
     },
+    # https://platform.openai.com/docs/api-reference/responses/object: a finished answer's
+    # status, else its incomplete_details.reason (response.incomplete).
+    "responses": {
+        "completed": "stop",
+        "max_output_tokens": "length",
+        "content_filter": "content_filter",
+    },
     # https://github.com/ollama/ollama/blob/main/docs/api.md (done_reason)
     "ollama": {"stop": "stop", "length": "length", "load": "", "unload": ""},
 }
@@ -116,7 +123,7 @@ def normalise_finish_reason(raw: Optional[str], has_tool_calls: bool) -> str:
 
 
 def finish_reason_table() -> str:
-    """The Markdown table of :data:`FINISH_REASONS`, as the README shows it."""
+    """The Markdown table of :data:`FINISH_REASONS`, as the docs show it (streaming styles)."""
     lines = ["| wire | raw finish reason | reported as |", "|---|---|---|"]
     for wire, table in FINISH_REASONS.items():
         for raw, normal in table.items():

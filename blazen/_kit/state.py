@@ -14,7 +14,7 @@ once and never concatenated, only ``arguments`` fragments are appended.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional, Union
+from typing import Callable, Optional, Union
 
 from .._types import (
     ArgumentFragments,
@@ -111,7 +111,9 @@ class StreamState:
         "_touched",
         "finished",
         "model",
+        "on_response",
         "raw_finish_reason",
+        "read_on",
         "response_id",
         "stop_details",
         "usage",
@@ -147,6 +149,13 @@ class StreamState:
         self._touched: list[_Call] = []
         #: The provider's end signal was seen ([DONE], message_stop, done: true, ...).
         self.finished = False
+        #: Set with ``finished`` by a payload whose end signal may not be the last (Gemini's
+        #: finishReason): the engine reads on to the end of the body, waiting at most a
+        #: short grace for more (and clears the flag, so the next such signal sets it anew).
+        self.read_on = False
+        #: Called once by :meth:`response` before it assembles the answer: a wire's last
+        #: look at the stream (work done once at the end, not per payload).
+        self.on_response: Optional[Callable[[], None]] = None
         self.raw_finish_reason: Optional[str] = None
         self.usage: Optional[TokenUsage] = None
         self.model: Optional[str] = None
@@ -207,6 +216,24 @@ class StreamState:
             self._touched.append(call)
         self._current = call
         self._dirty = True
+
+    def tool_arguments(self, index: int, arguments: str) -> bool:
+        """Make the arguments of the call at ``index`` exactly ``arguments``; True if changed.
+
+        For a wire whose finished call repeats its whole arguments (the Responses API's
+        ``output_item.done``): what streamed before may have lost a delta (one sent before
+        its call was announced), and the finished text is the truth. The next snapshot
+        carries it (snapshots replace, never append).
+        """
+        call = self._by_key.get(index)
+        if call is None or type(arguments) is not str or "".join(call.parts) == arguments:
+            return False
+        call.parts[:] = [arguments]
+        if not call.touched:
+            call.touched = True
+            self._touched.append(call)
+        self._dirty = True
+        return True
 
     def _new_call(self, call_id: Optional[str]) -> _Call:
         call = _Call(call_id, len(self._calls))
@@ -350,8 +377,16 @@ class StreamState:
         """The chunk that closes a successful stream (``is_final``, the last snapshot)."""
         return StreamChunk(tool_calls=self.tool_calls, is_final=True)
 
+    def set_citations(self, citations: Sequence[Citation]) -> None:
+        """Replace the citations so far (a wire that re-reads them whole at the end)."""
+        self._citations = list(citations)
+
     def response(self) -> CompletionResponse:
         """The assembled response; ``TypeError`` if the provider's finish reason is not text."""
+        hook = self.on_response
+        if hook is not None:
+            self.on_response = None
+            hook()
         raw = self.raw_finish_reason
         if raw is not None and type(raw) is not str:
             raise TypeError(f"the finish reason is {type(raw).__name__}, not text")

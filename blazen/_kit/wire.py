@@ -87,7 +87,11 @@ class WireFormat(Protocol):
         ...
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error for a non-success HTTP response."""
+        """The error for a non-success HTTP response, or for a 200 whose JSON body is an error.
+
+        :func:`~.errors.error_from_http` is the usual answer; it classifies a 200 like an
+        error inside a stream.
+        """
         ...
 
     def parse_response(self, body: str) -> CompletionResponse:

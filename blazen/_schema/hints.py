@@ -10,7 +10,7 @@ import collections.abc
 import dataclasses
 import enum
 import inspect
-import sys
+import types
 import typing
 from typing import Any, Optional, Union
 
@@ -44,12 +44,7 @@ _ARRAYS = (
     collections.abc.Collection,
 )
 _MAPPINGS = (dict, collections.abc.Mapping, collections.abc.MutableMapping)
-if sys.version_info >= (3, 10):
-    import types
-
-    UNIONS: tuple[Any, ...] = (Union, types.UnionType)
-else:  # pragma: no cover - 3.9 has no ``X | Y`` at runtime
-    UNIONS = (Union,)
+UNIONS: tuple[Any, ...] = (Union, types.UnionType)
 
 
 class Invalid(Exception):

@@ -13,6 +13,7 @@ from __future__ import annotations
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .fallback import DEFAULT_SWITCH_ON, Fallback, SwitchOn
 from .lifecycle import init, shutdown
 from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
@@ -20,6 +21,7 @@ from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_c
 from .streaming import Streaming
 
 __all__ = [
+    "DEFAULT_SWITCH_ON",
     "AnySink",
     "ChatModel",
     "ChunkCallback",
@@ -28,10 +30,12 @@ __all__ = [
     "DoneSink",
     "ErrorCallback",
     "ErrorSink",
+    "Fallback",
     "ModelOptions",
     "Recipe",
     "Sink",
     "Streaming",
+    "SwitchOn",
     "cancel_safe",
     "check_callable",
     "check_controls",

@@ -43,6 +43,7 @@ from .events import (
     Failed,
     Op,
     Queued,
+    Switched,
     Wait,
     WorkerEvent,
 )
@@ -217,6 +218,8 @@ class Delivery:
         if not err.partial:
             err.partial = run.state.text
             err.partial_reasoning = run.state.reasoning
+        if err.usage is None:  # an ending the caller decided: cancel, a time limit
+            err.usage = run.usage_so_far()
         return self.model.scrub(err)
 
     def interrupt(self, how: str) -> None:
@@ -324,6 +327,10 @@ class Delivery:
             elif isinstance(item, Queued):
                 queued = item.waiting
                 last = now()
+            elif isinstance(item, Switched):
+                last = now()  # a fallback's next model starts: its own time, not idleness
+                if self.telemetry is not None:
+                    self.telemetry.hop(item.provider, item.model, item.error)
             else:  # Progress: a retry is starting, which is not being idle
                 last = now()
                 if self.telemetry is not None:

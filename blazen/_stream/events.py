@@ -31,6 +31,7 @@ __all__ = [
     "Progress",
     "Queued",
     "Stop",
+    "Switched",
     "Wait",
     "WorkerEvent",
 ]
@@ -72,6 +73,20 @@ class Progress:
     __slots__ = ()
 
 
+class Switched:
+    """A fallback moves on: ``error`` ended the attempt on ``provider``'s ``model``.
+
+    Not content, but not idleness either; the stream's span records the hop.
+    """
+
+    __slots__ = ("error", "model", "provider")
+
+    def __init__(self, provider: str, model: str, error: BaseException) -> None:
+        self.provider = provider
+        self.model = model
+        self.error = error
+
+
 class Queued:
     """The stream waits for one of the model's connections (``waiting``), or has one now.
 
@@ -100,7 +115,7 @@ PROGRESS = Progress()
 CANCEL = Cancel()
 EXIT = Exit()
 
-WorkerEvent = Union[Chunks, Done, Failed, Progress, Queued, Cancel, Exit]
+WorkerEvent = Union[Chunks, Done, Failed, Progress, Queued, Switched, Cancel, Exit]
 
 
 # -- delivery protocol -> driver ------------------------------------------------------

@@ -11,11 +11,12 @@ import attrs
 
 from .._cancel import CancelToken
 from .._http import Transport, shown_url, url_masks
-from .._kit import WireFormat
-from .._types import CompletionRequest, CompletionResponse
+from .._kit import EmbeddingWire, WireFormat
+from .._types import CompletionRequest, CompletionResponse, EmbeddingResponse
 from ..errors import BlazenError, RedactedError, safe_str
 from .blocking import complete_blocking
 from .checks import check_controls, check_request
+from .embedding import Inputs, embed_blocking
 from .options import ModelOptions
 
 __all__ = ["MIN_SECRET_LENGTH", "ChatModel", "Recipe", "close_all_models", "revive"]
@@ -98,12 +99,29 @@ class ChatModel:
         self.base_url = base_url
         #: The factory call that built this model (set by ``Providers``): what it pickles as.
         self.recipe: Optional[Recipe] = None
+        #: The provider's embedding endpoint (set by ``Providers``), or None where it has
+        #: none blazen knows.
+        self.embedder: Optional[EmbeddingWire] = None
         _live_models.add(self)
 
     @property
     def provider(self) -> str:
         """The provider's name, as used in errors ("openai", "groq"...)."""
         return self.wire.provider
+
+    @property
+    def chain(self) -> tuple[ChatModel, ...]:
+        """The models a stream on this model tries, in order: this one (a fallback: more)."""
+        return (self,)
+
+    def switches(self, err: BlazenError) -> bool:
+        """Whether a stream moves on to the next model of :attr:`chain` after ``err``."""
+        return False
+
+    @property
+    def masks(self) -> tuple[tuple[str, str], ...]:
+        """What :meth:`redact` replaces: (secret, shown instead) pairs."""
+        return self._masks
 
     @property
     def options(self) -> ModelOptions:
@@ -129,6 +147,66 @@ class ChatModel:
         response = complete_blocking(self, req, cancel=cancel, timeout=timeout, stream=False)
         assert response is not None  # without an error handler failures raise
         return response
+
+    def embed(
+        self,
+        inputs: Inputs,
+        *,
+        dimensions: Optional[int] = None,
+        model: Optional[str] = None,
+        timeout: Optional[float] = None,
+        cancel: Optional[CancelToken] = None,
+        concurrency: Optional[int] = None,
+        batch_size: Optional[int] = None,
+    ) -> EmbeddingResponse:
+        """Embed a text or a list of texts: one vector per text, in order.
+
+        Any number of texts: they go in batches of the provider's limit (or
+        ``batch_size``), ``concurrency`` (4) at a time, each with the stream's retries,
+        time limits and typed errors; ``timeout`` bounds the whole call. ``model`` names
+        the embedding model for this call (else the factory's ``embedding_model=``, else
+        the provider's default). Raises the first error; Ctrl-C and ``cancel`` stop every
+        batch at once. Example::
+
+            vectors = model.embed(["first text", "second text"]).vectors
+        """
+        check_controls({}, cancel, timeout)
+        return embed_blocking(
+            self,
+            inputs,
+            model_name=model,
+            dimensions=dimensions,
+            timeout=timeout,
+            cancel=cancel,
+            concurrency=concurrency,
+            batch_size=batch_size,
+        )
+
+    async def embed_async(
+        self,
+        inputs: Inputs,
+        *,
+        dimensions: Optional[int] = None,
+        model: Optional[str] = None,
+        timeout: Optional[float] = None,
+        cancel: Optional[CancelToken] = None,
+        concurrency: Optional[int] = None,
+        batch_size: Optional[int] = None,
+    ) -> EmbeddingResponse:
+        """:meth:`embed` for asyncio; cancelling the task cancels the embedding."""
+        from .embedding_aio import embed_async  # asyncio is loaded on first use
+
+        check_controls({}, cancel, timeout)
+        return await embed_async(
+            self,
+            inputs,
+            model_name=model,
+            dimensions=dimensions,
+            timeout=timeout,
+            cancel=cancel,
+            concurrency=concurrency,
+            batch_size=batch_size,
+        )
 
     def redact(self, text: str) -> str:
         """``text`` with this model's keys and passwords masked: every message passes here."""
@@ -164,6 +242,10 @@ class ChatModel:
         result = getattr(err, "result", None)
         if result is not None and self._mentions_secret(result):
             setattr(err, "result", self._masked(result))  # noqa: B010 (AgentError only)
+        # A fallback's error holds the error of each model it tried.
+        for attempt in err.attempts:
+            if attempt is not err:
+                self.scrub(attempt)
         # Every exception reachable through __cause__ and __context__, both branches.
         stack: list[BaseException] = [err]
         seen: set[int] = set()

@@ -114,7 +114,12 @@ class Streaming:
         ``on_error`` methods). A keyword callback wins over either for its kind. Exactly
         one of done or error fires.
         Returns the :class:`CompletionResponse` on success; on failure returns None if an
-        error handler was given, else raises the error.
+        error handler was given, else raises the error. Example::
+
+            resp = Streaming.complete(
+                model, req, on_chunk=lambda c: print(c.content_delta or "", end=""), timeout=60
+            )
+            print(resp.finish_reason, resp.usage)
         """
         kwargs = _prepare(
             model, req, handler, on_chunk, on_done, on_error, cancel, timeout, "complete"
@@ -216,7 +221,12 @@ class Streaming:
 
         ``async for chunk in chunks`` (or ``async for event in chunks.events()``) inside it;
         the same contract as :meth:`stream`, carried out in the caller's task: cancelling
-        that task ends the stream and propagates, leaving the block included.
+        that task ends the stream and propagates, leaving the block included. Example::
+
+            async with Streaming.stream_async(model, req) as chunks:
+                async for chunk in chunks:
+                    await websocket.send(chunk.content_delta or "")
+            print(chunks.response.usage)
         """
         from .pull import AsyncChunkStream
 

@@ -1,48 +1,35 @@
-"""The worker half of a stream: send, read, fold, retry, and hand events to the caller.
+"""The worker half of a stream: a thread that runs the request and hands events to the caller.
 
-The worker runs on its own thread and never calls user code. It hands typed events
-(:mod:`.events`) to a ``put`` callable (a queue for blocking callers, the event loop for
-asyncio) and always ends with :data:`~.events.EXIT`. Whatever the caller decides (cancel,
-timeout, a raising callback), it tears the socket down through the run's
-:class:`~blazen._http.Abort` and the worker exits. It talks HTTP only through
-:mod:`blazen._http`'s small response object.
+This module is the thread shell (start, exit, the caller's wait for the exit); the request
+itself (send, read, fold, retry) is :class:`~.exchange.Exchange`, which knows no thread.
+The worker never calls user code. It hands typed events (:mod:`.events`) to a ``put``
+callable (a queue for blocking callers, the event loop for asyncio) and always ends with
+:data:`~.events.EXIT`. Whatever the caller decides (cancel, timeout, a raising callback),
+it tears the socket down through the run's :class:`~blazen._http.Abort` and the worker
+exits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
+import enum
 import os
 import queue
 import sys
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._http import (
-    Abort,
-    HttpRequest,
-    Response,
-    iter_ndjson,
-    iter_sse,
-    map_exception,
-    proxy_refused,
-    retry_delay,
-)
-from .._kit import SHAPE_ERRORS, StreamState, error_from_body, shape_error
-from .._types import CompletionRequest, CompletionResponse, StreamChunk
-from ..errors import BlazenError, ConnectionError, InternalError, ProviderError
-from .events import EXIT, PROGRESS, Chunks, Done, Failed, Queued, WorkerEvent
-from .output import with_output
+from .._http import Abort
+from .._kit import StreamState
+from .._types import CompletionRequest, TokenUsage
+from ..errors import InternalError
+from .events import EXIT, Failed, WorkerEvent
+from .exchange import Exchange
 
 if TYPE_CHECKING:
     from .model import ChatModel
 
-__all__ = ["Run", "start_soon"]
-
-logger = logging.getLogger("blazen")
-
+__all__ = ["Phase", "Run", "start_soon"]
 
 # Runs waiting to be started by the starter thread (see start_soon).
 _to_start: queue.SimpleQueue[Run] = queue.SimpleQueue()
@@ -96,25 +83,28 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_starter)
 
 
-class Run:
-    """One request: its worker thread, its abort handle, and where its events go."""
+class Phase(enum.IntEnum):
+    """Where a worker thread is in its life; it only ever moves forward."""
 
-    __slots__ = (
-        "_gone",
-        "_patience",
-        "abort",
-        "began",
-        "delivered",
-        "exited",
-        "model",
-        "put",
-        "queued",
-        "req",
-        "starting",
-        "state",
-        "stream",
-        "thread",
-    )
+    #: Made, not started: no thread exists.
+    NEW = 0
+    #: ``Thread.start`` has been asked for (a thread may exist from then on).
+    STARTING = 1
+    #: The worker has begun its work (its first act): from then on it exits on its own.
+    RUNNING = 2
+    #: The worker will touch nothing of the caller's any more (its last act but one).
+    EXITED = 3
+
+
+class Run:
+    """One request on its worker thread: the thread, its phase, and where its events go.
+
+    Each phase is written by one party, in order: the starter (or the caller) writes
+    ``STARTING`` before ``Thread.start``, the worker ``RUNNING`` and ``EXITED``; so no two
+    threads race to write it. (``start`` writes ``EXITED`` too when no thread could start.)
+    """
+
+    __slots__ = ("_gone", "_patience", "exchange", "phase", "put", "queued", "thread")
 
     def __init__(
         self,
@@ -124,23 +114,13 @@ class Run:
         *,
         stream: bool = True,
     ) -> None:
-        self.model = model
-        self.req = req
         self.put = put
-        self.stream = stream
-        self.abort = Abort()
-        self.state = StreamState()
-        #: Whether a chunk has been handed to the caller (after that, nothing is retried).
-        self.delivered = False
+        self.exchange = Exchange(model, req, self.post, Abort(), stream=stream)
         self.thread = threading.Thread(target=self._work, name="blazen-stream", daemon=True)
-        #: Handed to the starter thread (asyncio callers), which will start it.
+        self.phase = Phase.NEW
+        #: The caller handed this run to the starter thread (:func:`start_soon`). The
+        #: caller's own note, written on its thread only: not a phase of the worker's.
         self.queued = False
-        #: Thread.start has been asked for (a thread may exist from then on).
-        self.starting = False
-        #: The worker has begun its work (its first act): from then on it exits on its own.
-        self.began = False
-        #: The worker will touch nothing of the caller's any more (its last act but one).
-        self.exited = False
         # Held from here until the worker's last act releases it (a plain lock may be
         # released by any thread). The caller waits on it, never on a threading.Event:
         # Event and Condition are Python code, and a signal handler raising inside them on
@@ -151,10 +131,30 @@ class Run:
         # How long, over all wait_exit calls, a worker that has not begun is waited for.
         self._patience = _UNBEGUN_WAIT
 
+    @property
+    def abort(self) -> Abort:
+        """Tears this stream's connection down from any thread."""
+        return self.exchange.abort
+
+    @property
+    def state(self) -> StreamState:
+        """What the current attempt has read."""
+        return self.exchange.state
+
+    @property
+    def stream(self) -> bool:
+        """Whether the request streams."""
+        return self.exchange.stream
+
+    def usage_so_far(self) -> Optional[TokenUsage]:
+        """The usage an error carries: what the provider reported, else an estimate."""
+        return self.exchange.usage_so_far()
+
     def _work(self) -> None:
-        self.began = True
+        if self.phase < Phase.RUNNING:  # a start() given up on has written EXITED already
+            self.phase = Phase.RUNNING
         try:
-            self._attempts()
+            self.exchange.run()
         except BaseException as exc:
             err = InternalError(f"blazen's stream worker failed: {type(exc).__name__}: {exc}")
             err.__cause__ = exc
@@ -166,7 +166,7 @@ class Run:
                 self._exit()
 
     def _exit(self) -> None:
-        self.exited = True
+        self.phase = Phase.EXITED
         # Twice is possible: Thread.start can raise RuntimeError from threading's own
         # waits broken by an interrupt after the thread did start (start() then ends the
         # stream, and the worker exits later too). Released once is all a waiter needs.
@@ -175,7 +175,7 @@ class Run:
 
     def start(self) -> None:
         """Start the worker; if no thread can be started, end the stream with an error."""
-        self.starting = True
+        self.phase = Phase.STARTING
         try:
             self.thread.start()
         except RuntimeError as exc:  # "can't start new thread": out of threads or memory
@@ -192,9 +192,9 @@ class Run:
 
         Safe to interrupt anywhere and to call again, and it never waits forever: the
         caller's thread only ever blocks in bounded ``Lock.acquire`` calls (C code, which
-        a signal handler's exception leaves consistent) and reads plain flags.
+        a signal handler's exception leaves consistent) and reads the phase.
 
-        - The worker's last act releases :attr:`_gone`: the wait returns on :attr:`exited`,
+        - The worker's last act releases :attr:`_gone`: the wait returns on ``EXITED``,
           even if an interrupt left the lock taken by this thread (no ``Thread.join``: an
           interrupted join leaves CPython sure a running thread has stopped).
         - A worker that never began (``Thread.start`` interrupted before the thread ran, or
@@ -204,18 +204,20 @@ class Run:
         """
         gone = self._gone
         thread = self.thread
-        if not self.starting:
+        abort = self.abort
+        if self.phase is Phase.NEW:
             return  # interrupted before Thread.start was even asked for: no thread
-        while not self.exited:
-            if not self.began and self.abort.aborted and self._patience <= 0:
+        while self.phase is not Phase.EXITED:
+            began = self.phase is Phase.RUNNING
+            if not began and abort.aborted and self._patience <= 0:
                 return
             if gone.acquire(timeout=_EXIT_POLL):
                 gone.release()  # another wait_exit (or a retry) may ask again
                 continue
-            if not self.began:
+            if not began:
                 self._patience -= _EXIT_POLL
-            elif not self.exited and not _thread_alive(thread):
-                return
+            elif not _thread_alive(thread):
+                return  # gone without its last act (the phase is read again first)
 
     def post(self, item: WorkerEvent) -> None:
         """Hand ``item`` to the caller; if nobody listens any more, end the stream."""
@@ -224,206 +226,6 @@ class Run:
         except RuntimeError:
             # The caller's event loop is gone: nobody is listening any more.
             self.abort.abort()
-
-    def _queued(self, waiting: bool) -> None:
-        self.post(Queued(waiting))
-
-    def _attempts(self) -> None:
-        if self.abort.aborted:
-            return  # ended before the worker ran (a task cancelled at once): send nothing
-        model = self.model
-        opts = model.options
-        try:
-            http = model.wire.build(self.req, stream=self.stream)
-        except BlazenError as build_error:
-            self.post(Failed(build_error))
-            return
-        attempt = 0
-        while True:
-            self.state = StreamState()
-            try:
-                with model.transport.slot(self.abort, self._queued):
-                    self._attempt(http)
-                return
-            except Exception as exc:
-                if self.abort.aborted:
-                    return  # the caller decided how this stream ends
-                err = map_exception(
-                    exc,
-                    provider=model.provider,
-                    url=http.url,
-                    connect_timeout=opts.connect_timeout,
-                    read_timeout=opts.idle_timeout,
-                    proxy=model.transport.proxy,
-                )
-            if not self.delivered and attempt < opts.max_retries:
-                delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
-                if delay is not None:
-                    attempt += 1
-                    logger.info(
-                        "%s: %s; retrying in %.2f s (retry %d of %d)",
-                        model.provider,
-                        model.redact(err.message),
-                        delay,
-                        attempt,
-                        opts.max_retries,
-                    )
-                    self.post(PROGRESS)
-                    if self.abort.event.wait(delay):
-                        return
-                    continue
-            if err.retry_after is not None and err.retry_after > opts.retry_after_cap:
-                err.message += (
-                    f" (the server asked to wait {err.retry_after:g} s, longer than "
-                    f"retry_after_cap={opts.retry_after_cap:g} s, so blazen did not retry)"
-                )
-            err.partial = self.state.text
-            err.partial_reasoning = self.state.reasoning
-            self.post(Failed(err))
-            return
-
-    def _attempt(self, http: HttpRequest) -> None:
-        model = self.model
-        wire = model.wire
-        opts = model.options
-        resp = model.transport.open(
-            http,
-            self.abort,
-            stream=self.stream,
-            connect_timeout=opts.connect_timeout,
-            read_timeout=opts.idle_timeout,
-        )
-        finished = False
-        try:
-            status = resp.status
-            if status != 200:
-                self._raise_for_status(resp, status)
-            if not self.stream:
-                body = resp.read_body(opts.max_event_bytes, wire.provider, within=opts.idle_timeout)
-                try:
-                    response = wire.parse_response(body)
-                except BlazenError:
-                    raise
-                except SHAPE_ERRORS as exc:
-                    # A body of the wrong shape, as a streamed payload would be: not a bug.
-                    raise shape_error(wire.provider, exc, body) from exc
-                finished = True
-                resp.release()
-                if self.req.output is not None:
-                    response = with_output(self.req.output, response)
-                self.post(Done(response))
-                return
-            ctype = resp.content_type
-            if ctype not in wire.stream_content_types:
-                raise self._wrong_content_type(ctype, resp.read_error_body(), http.url)
-            self._fold_stream(resp)
-            finished = True
-            resp.release()
-        finally:
-            if not finished:
-                resp.close()
-
-    def _fold_stream(self, resp: Response) -> None:
-        post = self.post
-        pending: list[StreamChunk] = []
-
-        def flush() -> None:
-            if pending:
-                post(Chunks(pending[:]))
-                pending.clear()
-
-        try:
-            response = self._fold_frames(_flushing(resp.iter_bytes(), flush), pending)
-        finally:
-            # Whatever ends the stream, the chunks parsed before it reach the caller first.
-            flush()
-        post(Done(response))
-
-    def _fold_frames(
-        self, byte_chunks: Iterator[bytes], pending: list[StreamChunk]
-    ) -> CompletionResponse:
-        wire = self.model.wire
-        cap = self.model.options.max_event_bytes
-        frames: Any
-        if wire.framing == "sse":
-            frames = iter_sse(byte_chunks, provider=wire.provider, max_event_bytes=cap)
-        else:
-            lines = iter_ndjson(byte_chunks, provider=wire.provider, max_line_bytes=cap)
-            frames = (("", line) for line in lines)
-        state = self.state
-        fold = wire.start(state).fold
-        add = pending.append
-        data = ""
-        for event, data in frames:
-            try:
-                chunk = fold(event, data)
-            except BlazenError:
-                raise
-            except SHAPE_ERRORS as exc:
-                raise shape_error(wire.provider, exc, data) from exc
-            if chunk is not None:
-                self.delivered = True
-                add(chunk)
-            if state.finished:
-                break
-        if not state.finished:
-            raise ConnectionError(
-                f"{wire.provider} ended the stream before its end signal: the answer is "
-                "incomplete (the text received so far is on err.partial)",
-                provider=wire.provider,
-                error_type="truncated",
-                retryable=True,
-            )
-        # Assembled before the final chunk goes out: a value of the wrong type (a number as
-        # finish_reason) is a malformed payload, never an is_final chunk followed by an error.
-        try:
-            response = state.response()
-        except SHAPE_ERRORS as exc:
-            raise shape_error(wire.provider, exc, data) from exc
-        # Typed output is read once, here: an answer that is not the type is the stream's
-        # one error, and the final chunk never goes out before it.
-        spec = self.req.output
-        if spec is not None:
-            response = with_output(spec, response)
-        add(state.final_chunk())
-        return response
-
-    def _raise_for_status(self, resp: Response, status: int) -> None:
-        wire = self.model.wire
-        if status == 407:
-            # Only a proxy answers 407 (RFC 9110, 15.5.8): the provider never saw the request.
-            raise proxy_refused(
-                wire.provider, self.model.transport.proxy, status, "Proxy Authentication Required"
-            )
-        body = resp.read_error_body()
-        if 300 <= status < 400:
-            raise ProviderError(
-                f"{wire.provider} answered with a redirect ({status}) to "
-                f"{resp.location() or '?'!r}; blazen does not follow redirects "
-                "(they could carry the key elsewhere): set base_url to the final address",
-                provider=wire.provider,
-                status=status,
-            )
-        raise wire.error(status, resp.headers, body)
-
-    def _wrong_content_type(self, ctype: str, body: str, url: str) -> ProviderError:
-        provider = self.model.provider
-        if ctype == "application/json":
-            try:
-                payload = json.loads(body)
-            except ValueError:
-                payload = None
-            if isinstance(payload, dict) and payload.get("error") is not None:
-                return error_from_body(provider, None, payload, raw=body)
-        what = "an HTML page" if ctype == "text/html" else f"Content-Type {ctype or 'none'!r}"
-        return ProviderError(
-            f"{provider} answered 200 with {what} instead of an event stream; is base_url "
-            f"right? (request went to {url})",
-            provider=provider,
-            status=200,
-            error_type="wrong_content_type",
-            body=body[:4096],
-        )
 
 
 #: How long one bounded wait for the worker's exit lasts before the flags are read again.
@@ -437,10 +239,3 @@ def _thread_alive(thread: threading.Thread) -> bool:
     # (or inside is_alive itself) can leave wrong. Only asked after a bounded wait ran out.
     ident = thread.ident
     return ident is not None and ident in sys._current_frames()
-
-
-def _flushing(chunks: Iterator[bytes], flush: Callable[[], None]) -> Iterator[bytes]:
-    """``chunks``, calling ``flush`` before each next (possibly blocking) read."""
-    for data in chunks:
-        yield data
-        flush()

@@ -22,9 +22,12 @@ from .completion import (
     CompletionResponse,
     StreamChunk,
     TokenUsage,
+    name_response,
+    priced_usage,
     server_tool_chunk,
     stream_chunk,
 )
+from .embedding import EmbeddingResponse, Vector
 from .frozen import FrozenInstanceError, immutable
 from .messages import (
     AUDIO_FORMATS,
@@ -54,6 +57,7 @@ __all__ = [
     "ContentPart",
     "DocumentPart",
     "DoneEvent",
+    "EmbeddingResponse",
     "ErrorEvent",
     "FrozenInstanceError",
     "ImagePart",
@@ -69,8 +73,11 @@ __all__ = [
     "ToolCall",
     "ToolCalls",
     "ToolDefinition",
+    "Vector",
     "VideoPart",
     "immutable",
+    "name_response",
+    "priced_usage",
     "server_tool_chunk",
     "stream_chunk",
     "tool_call_snapshot",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, Optional, Union
 
 import attrs
@@ -12,8 +13,11 @@ from .calls import ToolCall, ToolDefinition
 from .frozen import immutable
 from .messages import ChatMessage, ReasoningPart
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
+from .request_checks import FIELD_CHECKS, REQUEST_CHECKS
 
 _new = object.__new__
+#: Stores a converted field in __attrs_post_init__ (the class refuses assignment).
+_set_field = object.__setattr__
 
 
 def _output(value: Any) -> Optional[OutputSpec]:
@@ -55,6 +59,19 @@ class CompletionRequest:
     #: The typed answer asked for with ``output=`` (see ``Llm.completion_request``); a
     #: class given here directly becomes its :class:`OutputSpec`.
     output: Optional[OutputSpec] = attrs.field(default=None, converter=_output)
+    #: The answer this one continues, by its ``CompletionResponse.id``, on a server that
+    #: kept it (the Responses API with ``store=True``); other wires refuse it.
+    previous_response_id: Optional[str] = None
+
+    def __attrs_post_init__(self) -> None:
+        # Built directly (as the Swift and Kotlin seeds build theirs) or by evolve: the same
+        # immutable values and the same refusals as Llm.completion_request, up front.
+        fields: dict[str, Any] = {}
+        for name, check in FIELD_CHECKS.items():
+            fields[name] = value = check(getattr(self, name))
+            _set_field(self, name, value)
+        for whole in REQUEST_CHECKS:
+            whole(fields)
 
 
 def _count(value: Any) -> int:
@@ -67,8 +84,15 @@ def _count(value: Any) -> int:
     return value
 
 
+def _name(value: Any) -> Optional[str]:
+    if value is not None and not isinstance(value, str):
+        msg = f"a provider or model name must be a string or None, got {type(value).__name__}"
+        raise TypeError(msg)
+    return value
+
+
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
 class TokenUsage:
     """Token counts as the provider reported them (0 where it reported none).
 
@@ -76,6 +100,11 @@ class TokenUsage:
     raises ``TypeError``, which makes a stream that carries one a malformed payload.
     ``prompt_tokens`` counts every input token, ``cached_tokens`` (read from the
     provider's prompt cache) and ``cache_write_tokens`` (written to it) included.
+
+    On an error or a cancel (``err.usage``) the counts are what the provider had reported
+    so far, with ``partial`` True; where it had reported nothing, they are estimated from
+    the text sent and received (``estimated`` True, and ``partial`` too). ``done``'s usage
+    is the provider's own (both False). ``cost`` prices the counts (see :attr:`cost`).
     """
 
     prompt_tokens: int = attrs.field(default=0, converter=_count)
@@ -84,14 +113,67 @@ class TokenUsage:
     cached_tokens: int = attrs.field(default=0, converter=_count)
     cache_write_tokens: int = attrs.field(default=0, converter=_count)
     reasoning_tokens: int = attrs.field(default=0, converter=_count)
+    #: The stream ended before the provider's final figures: these are the last it sent.
+    partial: bool = False
+    #: The provider sent no figures: these are estimated from the text (about 4
+    #: characters a token), never billed numbers.
+    estimated: bool = False
+    #: The provider and model these counts are priced as (blazen sets them where the answer
+    #: is assembled: the provider's name, the model the server said answered). Not compared.
+    provider: Optional[str] = attrs.field(default=None, converter=_name, eq=False, repr=False)
+    model: Optional[str] = attrs.field(default=None, converter=_name, eq=False, repr=False)
+    #: Billed at the provider's batch rates (an answer of ``batch.run(via="provider")``,
+    #: about half the price). Not compared.
+    batch: bool = attrs.field(default=False, eq=False, repr=False)
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        """The counts of two completions added, each by each (an agent run's total)."""
+        """The counts of two completions added, each by each (an agent run's total).
+
+        The sum is priced as the model both were priced as, if it is one.
+        """
         if not isinstance(other, TokenUsage):
             return NotImplemented
-        return TokenUsage(
-            **{a.name: getattr(self, a.name) + getattr(other, a.name) for a in _USAGE_FIELDS}
+        same = (self.provider, self.model, self.batch) == (
+            other.provider,
+            other.model,
+            other.batch,
         )
+        return TokenUsage(
+            **{a.name: getattr(self, a.name) + getattr(other, a.name) for a in _COUNTS},
+            partial=self.partial or other.partial,
+            estimated=self.estimated or other.estimated,
+            provider=self.provider if same else None,
+            model=self.model if same else None,
+            batch=self.batch and other.batch,
+        )
+
+    def __repr__(self) -> str:
+        # The flags only when set: a provider's own figures read as they always have.
+        shown = [f"{a.name}={getattr(self, a.name)!r}" for a in _COUNTS]
+        shown += [f"{flag}=True" for flag in ("partial", "estimated") if getattr(self, flag)]
+        return f"TokenUsage({', '.join(shown)})"
+
+    def priced_as(
+        self, provider: Optional[str], model: Optional[str], *, batch: bool = False
+    ) -> TokenUsage:
+        """These counts, priced as ``model`` of ``provider`` (at its batch rates if ``batch``)."""
+        return attrs.evolve(self, provider=provider, model=model, batch=batch)
+
+    @property
+    def cost(self) -> Optional[Decimal]:
+        """What these tokens cost in US dollars, or None when it is not known.
+
+        Priced by :attr:`provider` and :attr:`model` (the names, not the URL: a model reached
+        through a proxy or a test server is priced as itself) from the ``genai-prices``
+        table (``pip install 'blazen-stream[prices]'``), with cached, cache-write and reasoning
+        tokens at the provider's own rates (its batch rates for :attr:`batch` counts, which
+        need genai-prices 0.2 or later). None without the package, for a model or
+        provider it does not know (a local server), or for counts it cannot price: never
+        a guess. Computed when read, so a stream that never asks pays nothing.
+        """
+        from .._pricing import price
+
+        return price(self)
 
     @property
     def input_tokens(self) -> int:
@@ -109,7 +191,30 @@ class TokenUsage:
         return self.cached_tokens
 
 
-_USAGE_FIELDS = attrs.fields(TokenUsage)
+#: The counts (summed by ``+``), as opposed to the flags and names.
+_COUNTS = tuple(a for a in attrs.fields(TokenUsage) if a.name.endswith("_tokens"))
+# Each slot's setter, for priced_usage: a copy made without __init__'s converters.
+_USAGE_SLOTS = tuple(
+    (TokenUsage.__dict__[a.name].__get__, TokenUsage.__dict__[a.name].__set__)
+    for a in attrs.fields(TokenUsage)
+    if a.name not in ("provider", "model")
+)
+_set_usage_provider = TokenUsage.__dict__["provider"].__set__
+_set_usage_model = TokenUsage.__dict__["model"].__set__
+
+
+def priced_usage(usage: TokenUsage, provider: Optional[str], model: Optional[str]) -> TokenUsage:
+    """``usage.priced_as(provider, model)`` for the hot path: once per stream.
+
+    A copy made slot by slot (its values were checked when ``usage`` was built), a
+    twentieth of ``attrs.evolve``'s cost. A test checks it equals ``priced_as``.
+    """
+    copy = _new(TokenUsage)
+    for get, set_ in _USAGE_SLOTS:
+        set_(copy, get(usage))
+    _set_usage_provider(copy, provider)
+    _set_usage_model(copy, model)
+    return copy
 
 
 @immutable
@@ -203,6 +308,9 @@ class CompletionResponse:
     #: (server tool blocks, cited text): sent back by :attr:`message` (see
     #: :class:`ProviderItem`).
     provider_items: tuple[ProviderItem, ...] = ()
+    #: The provider that answered ("openai", "anthropic"...): with a fallback, the member
+    #: that did. Set by blazen where the response is assembled; not compared.
+    provider: Optional[str] = attrs.field(default=None, eq=False)
 
     @property
     def message(self) -> ChatMessage:
@@ -224,3 +332,21 @@ class CompletionResponse:
             reasoning_parts=self.reasoning_parts,
             provider_items=self.provider_items,
         )
+
+
+
+_set_response_usage = CompletionResponse.__dict__["usage"].__set__
+_set_response_provider = CompletionResponse.__dict__["provider"].__set__
+
+
+def name_response(
+    response: CompletionResponse, usage: Optional[TokenUsage], provider: str
+) -> CompletionResponse:
+    """``response`` with ``usage`` and ``provider`` set, in place, for the hot path.
+
+    Only for a response nobody else holds yet (the one the worker has just assembled):
+    filling two slots costs nothing, where ``attrs.evolve`` copies every field.
+    """
+    _set_response_usage(response, usage)
+    _set_response_provider(response, provider)
+    return response

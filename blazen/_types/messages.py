@@ -69,6 +69,8 @@ class DocumentPart:
 
     ``data`` is the file's bytes in base64, or ``url`` an http(s) address for the providers
     that fetch documents themselves; ``filename`` names it where the wire has a name.
+    ``citations=True`` asks the model to cite it (Anthropic's ``citations.enabled``; the
+    citations come back on ``CompletionResponse.citations``); other wires ignore it.
     """
 
     url: Optional[str] = None
@@ -78,6 +80,7 @@ class DocumentPart:
         validator=[_check_text("DocumentPart"), _one_document_source],
     )
     filename: Optional[str] = None
+    citations: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
     def as_data_url(self) -> str:
         """The document as a ``data:`` URL (OpenAI's ``file_data``); only for ``data``."""
@@ -133,6 +136,12 @@ class VideoPart:
     url: Optional[str] = None
     data: Optional[str] = attrs.field(default=None, repr=_short)
     media_type: str = attrs.field(default="video/mp4", validator=_check_video_type)
+
+    def as_data_url(self) -> str:
+        """The video as a URL: the given one, or a ``data:`` URL built from the base64."""
+        if self.url is not None:
+            return self.url
+        return f"data:{self.media_type};base64,{self.data}"
 
 
 ContentPart = Union[TextPart, ImagePart]

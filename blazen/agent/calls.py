@@ -22,7 +22,7 @@ from .._cancel import CancelToken
 from .._telemetry import attach, detach, mark_error, operation_span
 from .._types import ToolCall
 from ..errors import CancelledError, ValidationError, safe_str
-from .results import ToolResult
+from .results import ToolContent, ToolResult
 from .tools import Tool
 
 __all__ = ["Job", "execute", "execute_async", "prepare"]
@@ -92,7 +92,20 @@ def _span_attributes(job: Job) -> dict[str, Any]:
         "gen_ai.tool.name": job.tool.name,
         "gen_ai.tool.call.id": job.call.id,
         "gen_ai.tool.type": "function",
+        # An MCP tool adds its server, transport and method here.
+        **job.tool.span_attributes,
     }
+
+
+def _returned(job: Job, value: Any) -> ToolResult:
+    if isinstance(value, ToolContent):
+        text = value.text
+        if value.images:
+            n = len(value.images)
+            note = f"({n} image{'s' if n > 1 else ''} follow{'' if n > 1 else 's'} this result)"
+            text = f"{text}\n{note}" if text else note
+        return ToolResult(call=job.call, content=text, output=value, images=value.images)
+    return ToolResult(call=job.call, content=content(value), output=value)
 
 
 def execute(job: Job, token: CancelToken, parent: Any = None) -> ToolResult:
@@ -115,7 +128,7 @@ def execute(job: Job, token: CancelToken, parent: Any = None) -> ToolResult:
             except Exception as exc:
                 mark_error(span, exc)
                 return _raised(job, exc)
-            return ToolResult(call=job.call, content=content(value), output=value)
+            return _returned(job, value)
     finally:
         detach(attached)
 
@@ -130,7 +143,7 @@ async def execute_async(job: Job, token: CancelToken) -> ToolResult:
         except Exception as exc:
             mark_error(span, exc)
             return _raised(job, exc)
-        return ToolResult(call=job.call, content=content(value), output=value)
+        return _returned(job, value)
 
 
 def _not_run(job: Job) -> ToolResult:

@@ -26,7 +26,7 @@ from .._cancel import CancelToken
 from .._llm import Llm
 from .._stream import ChatModel, Streaming, cancel_safe
 from .._telemetry import PROVIDER_NAMES, current_context, operation_span
-from .._types import ChatMessage, CompletionResponse, StreamChunk, ToolCall
+from .._types import ChatMessage, CompletionResponse, ServerTool, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError, ToolError
 from .calls import Job, execute, execute_async, prepare
 from .results import AgentResult, ToolResult
@@ -60,8 +60,10 @@ class Agent:
     """A model with tools, looped until it answers.
 
     ``tools`` are :class:`Tool` values or plain functions (wrapped with
-    :meth:`Tool.from_function`). The agent holds no per-run state: one agent may run any
-    number of times, from any number of threads.
+    :meth:`Tool.from_function`), and provider-side tools (``Llm.server_tool("web_search")``),
+    which the provider runs itself: their calls are never run here, their blocks go back
+    with each turn. The agent holds no per-run state: one agent may run any number of
+    times, from any number of threads.
 
     - Parallel tool calls in one turn run concurrently, up to ``tool_concurrency`` at a
       time; their results go back to the model in the order of the calls.
@@ -75,12 +77,18 @@ class Agent:
       resume); if the model would need another turn, the run ends with
       :class:`~blazen.MaxIterationsError`, an error rather than a result quietly cut short,
       whose ``result`` holds the conversation so far.
+    - A turn the provider paused (Anthropic ``pause_turn``) past the stream's own
+      ``max_continuations`` ends ``"paused"``: the run continues it with the next turn, as a
+      stream continues one, counted in ``max_iterations``.
     - An ``exit`` tool ends the run when it succeeds: its return value is
       :attr:`AgentResult.output` and the model is not called again.
     - ``output=Weather`` (an attrs class, a dataclass or a ``TypedDict``) asks every turn
       for a typed final answer (see ``Llm.completion_request``): the answer that ends the
       run is then :attr:`AgentResult.output`, a validated ``Weather``; one that is not
       ends the run with :class:`~blazen.OutputValidationError`.
+    - ``reasoning_effort``, ``reasoning_budget`` and ``reasoning_display`` go to every turn
+      as ``Llm.completion_request`` takes them; each turn's thinking (signatures included)
+      goes back with it.
 
     Example::
 
@@ -100,7 +108,7 @@ class Agent:
     def __init__(
         self,
         model: ChatModel,
-        tools: Sequence[Union[Tool, Callable[..., Any]]] = (),
+        tools: Sequence[Union[Tool, ServerTool, Callable[..., Any]]] = (),
         *,
         system_prompt: Optional[str] = None,
         max_iterations: int = 10,
@@ -109,6 +117,9 @@ class Agent:
         max_tokens: Optional[int] = None,
         temperature: Optional[float] = None,
         output: Optional[type] = None,
+        reasoning_effort: Optional[str] = None,
+        reasoning_budget: Union[int, str, None] = None,
+        reasoning_display: Optional[str] = None,
     ) -> None:
         if not isinstance(model, ChatModel):
             msg = f"model must come from blazen.Providers, got {type(model).__name__}"
@@ -119,7 +130,12 @@ class Agent:
         if callable(tools) or isinstance(tools, (str, bytes)):
             msg = "tools must be a list of tools or functions, e.g. tools=[get_weather]"
             raise TypeError(msg)
-        wrapped = tuple(t if isinstance(t, Tool) else Tool.from_function(t) for t in tools)
+        server = tuple(t for t in tools if isinstance(t, ServerTool))
+        wrapped = tuple(
+            t if isinstance(t, Tool) else Tool.from_function(t)
+            for t in tools
+            if not isinstance(t, ServerTool)
+        )
         names = [t.name for t in wrapped]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -127,12 +143,20 @@ class Agent:
             raise ValueError(msg)
         self.model = model
         self.tools = wrapped
+        #: The provider-side tools offered beside :attr:`tools` (``Llm.server_tool``).
+        self.server_tools = server
         self.system_prompt = system_prompt
         self.max_iterations = _positive_int("max_iterations", max_iterations)
         self.tool_concurrency = _positive_int("tool_concurrency", tool_concurrency)
         self.stop_on_tool_error = bool(stop_on_tool_error)
         self.max_tokens = max_tokens
         self.temperature = temperature
+        #: Each turn's reasoning options, as ``Llm.completion_request`` takes them.
+        self.reasoning = {
+            "reasoning_effort": reasoning_effort,
+            "reasoning_budget": reasoning_budget,
+            "reasoning_display": reasoning_display,
+        }
         # Build one request now so that a bad max_tokens, temperature or output type fails
         # here, not later.
         spec = Llm.completion_request(
@@ -140,8 +164,9 @@ class Agent:
             max_tokens=max_tokens,
             temperature=temperature,
             system=system_prompt,
-            tools=[t.definition for t in wrapped],
+            tools=[*(t.definition for t in wrapped), *server],
             output=output,
+            **self.reasoning,  # type: ignore[arg-type]
         ).output
         #: The typed final answer (see ``Llm.completion_request(output=...)``), or None.
         self.output = None if spec is None else spec.type
@@ -237,6 +262,8 @@ class Agent:
             run.before_turn()
             calls = run.absorb(self._stream(run))
             if not calls:
+                if run.paused():
+                    continue  # the paused turn is in the conversation: the next one goes on
                 return run.result()
             done = run.absorb_results(self._run_tools(run, calls))
             if done is not None:
@@ -374,6 +401,8 @@ class Agent:
             run.before_turn()
             calls = run.absorb(await self._stream_async(run))
             if not calls:
+                if run.paused():
+                    continue  # the paused turn is in the conversation: the next one goes on
                 return run.result()
             done = run.absorb_results(await self._run_tools_async(run, calls))
             if done is not None:

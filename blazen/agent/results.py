@@ -10,9 +10,32 @@ from typing import Any, Optional
 
 import attrs
 
-from .._types import ChatMessage, TokenUsage, ToolCall, immutable
+from .._types import ChatMessage, ImagePart, TokenUsage, ToolCall, immutable
 
-__all__ = ["AgentResult", "ToolResult"]
+__all__ = ["AgentResult", "ToolContent", "ToolResult"]
+
+
+def _images(value: Any) -> tuple[ImagePart, ...]:
+    images = tuple(value)
+    for image in images:
+        if not isinstance(image, ImagePart):
+            msg = f"ToolContent images must be Llm.image(...) values, got {type(image).__name__}"
+            raise TypeError(msg)
+    return images
+
+
+@immutable
+@attrs.frozen(kw_only=True)
+class ToolContent:
+    """What a tool returns when it has images for the model beside its text.
+
+    MCP tools return one; a Python tool may too. The model reads ``text`` as the tool's
+    result, and the ``images`` (``Llm.image(...)`` values) come right after the turn's tool
+    results, in a user message: tool messages carry text only on most wires.
+    """
+
+    text: str = attrs.field(validator=attrs.validators.instance_of(str))
+    images: tuple[ImagePart, ...] = attrs.field(default=(), converter=_images)
 
 
 # The output may be anything and the error an exception, neither with a useful equality:
@@ -24,7 +47,9 @@ class ToolResult:
 
     ``kind`` is ``"ok"``, ``"invalid"`` (the model's call was wrong: an unknown tool, or
     arguments that are not JSON or do not fit the schema; the tool did not run) or
-    ``"raised"`` (the tool raised ``error``). ``content`` is the text the model was sent.
+    ``"raised"`` (the tool raised ``error``; for an MCP tool, also a server that answered
+    ``isError``, crashed or timed out). ``content`` is the text the model was sent and
+    ``images`` the images sent after it (from a :class:`ToolContent`).
     """
 
     call: ToolCall
@@ -32,6 +57,7 @@ class ToolResult:
     output: Any = None
     error: Optional[BaseException] = None
     kind: str = "ok"
+    images: tuple[ImagePart, ...] = ()
 
     @property
     def is_error(self) -> bool:

@@ -13,6 +13,7 @@ import functools
 import logging
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any, Callable, Optional, Protocol
 
 import attrs
@@ -20,7 +21,14 @@ import attrs
 from .._cancel import CancelToken, tokens_for
 from .._llm import Llm
 from .._stream import ChatModel, check_controls, is_sink, sink_callbacks
-from .._types import ChatMessage, CompletionRequest, CompletionResponse, TokenUsage, ToolCall
+from .._types import (
+    ChatMessage,
+    CompletionRequest,
+    CompletionResponse,
+    ServerTool,
+    TokenUsage,
+    ToolCall,
+)
 from ..errors import (
     BlazenError,
     CallbackError,
@@ -53,6 +61,10 @@ class RunSettings(Protocol):
         """The tools offered to the model, with unique names."""
 
     @property
+    def server_tools(self) -> tuple[ServerTool, ...]:
+        """The provider-side tools offered beside :attr:`tools`."""
+
+    @property
     def system_prompt(self) -> Optional[str]:
         """Sent before the conversation on every turn; not part of the result's messages."""
 
@@ -75,6 +87,10 @@ class RunSettings(Protocol):
     @property
     def output(self) -> Optional[type]:
         """The class of the typed final answer, or None for text."""
+
+    @property
+    def reasoning(self) -> Mapping[str, Any]:
+        """Each turn's reasoning options (``reasoning_effort``, ``reasoning_budget``...)."""
 
 
 class RunFailed(Exception):
@@ -253,12 +269,17 @@ class AgentRun:
         settings = self.settings
         return Llm.completion_request(
             self.messages,
-            tools=[t.definition for t in settings.tools],
+            tools=[*(t.definition for t in settings.tools), *settings.server_tools],
             system=settings.system_prompt,
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
             output=settings.output,
+            **settings.reasoning,
         )
+
+    def paused(self) -> bool:
+        """Whether the last turn was paused by the provider (to be continued, not answered)."""
+        return self.last is not None and self.last.finish_reason == "paused"
 
     def absorb(self, resp: CompletionResponse) -> list[ToolCall]:
         """Record a model turn; return the tool calls it asked for (none: it answered)."""
@@ -301,6 +322,14 @@ class AgentRun:
         for r in results:
             self.messages.append(Llm.tool_result(r.call.id, r.content, is_error=r.is_error))
             self.results.append(r)
+        images = [(r, i) for r in results for i in r.images]
+        if images:
+            # After every result of the turn: OpenAI-format wires want the tool messages
+            # right after the call, and take images only in a user message.
+            names = ", ".join(dict.fromkeys(f"{r.call.name} ({r.call.id})" for r, _ in images))
+            self.messages.append(
+                Llm.user(f"The images returned by {names}:", images=[i for _, i in images])
+            )
         if self.settings.stop_on_tool_error:
             failed = next((r for r in results if r.kind == "raised"), None)
             if failed is not None:

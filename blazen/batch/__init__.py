@@ -9,12 +9,16 @@ on any ``concurrent.futures.Executor`` (:mod:`.work`). Example::
 
     report = batch.run(model, requests, concurrency=32, out="results.jsonl")
     print(report)
+
+:func:`embed` does the same for embeddings (:mod:`.embed`): texts in, one vector a line
+out, resumable.
 """
 
 from __future__ import annotations
 
+from .embed import EmbedReport, embed, vector
 from .report import BatchReport
 from .results import BatchResult, read
 from .run import run
 
-__all__ = ["BatchReport", "BatchResult", "read", "run"]
+__all__ = ["BatchReport", "BatchResult", "EmbedReport", "embed", "read", "run", "vector"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Optional
 
 import attrs
@@ -25,6 +26,8 @@ class BatchReport:
     rate_limited: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Items that succeeded with no token usage from the server (llama.cpp's server, say).
+    no_usage: int = 0
     #: Seconds from start to end.
     elapsed: float = 0.0
     #: Concurrency asked for, the lowest rate limits brought it to, and where it ended.
@@ -33,20 +36,36 @@ class BatchReport:
     final_concurrency: int = 0
     interrupted: bool = False
     out: Optional[str] = None
+    #: Provider batches sent or picked up (``via="provider"``); 0 for streamed runs.
+    batches: int = 0
+    #: What this run's tokens cost in US dollars (``usage.cost`` summed over the items the
+    #: price table knows, failed items' partial usage included), or None if it knows none.
+    cost: Optional[Decimal] = None
 
     @property
     def requests_per_second(self) -> float:
         """Finished items (ok and failed) per second of the run."""
         return (self.ok + self.failed) / self.elapsed if self.elapsed > 0 else 0.0
 
+    def _tokens(self) -> str:
+        # "0 in, 0 out" would read as free answers: say when the server did not tell.
+        if self.ok and self.no_usage == self.ok:
+            return "tokens unknown (the server reported none)"
+        text = f"tokens {self.input_tokens} in, {self.output_tokens} out"
+        return text + (f" ({self.no_usage} answers reported none)" if self.no_usage else "")
+
     def __str__(self) -> str:
         head = "batch interrupted" if self.interrupted else "batch"
+        if self.batches:
+            head += f" ({self.batches} provider batch{'es' if self.batches != 1 else ''})"
         text = (
             f"{head}: {self.ok} ok, {self.failed} failed, {self.skipped} skipped"
             f"{f', {self.cancelled} cancelled' if self.cancelled else ''}"
             f" in {self.elapsed:.1f} s ({self.requests_per_second:.1f} requests/s); "
-            f"tokens {self.input_tokens} in, {self.output_tokens} out"
+            f"{self._tokens()}"
         )
+        if self.cost is not None:
+            text += f", ${self.cost:.4f}"
         if self.rate_limited:
             text += (
                 f"; {self.rate_limited} rate-limited tries retried, concurrency "

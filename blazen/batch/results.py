@@ -152,8 +152,12 @@ class ResultsFile:
 
     def write(self, result: BatchResult) -> None:
         """Append ``result`` as one line, in one write, straight to the OS."""
+        self.append(result.to_json())
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Append one record (with its ``id``) as one line, in one write."""
         assert self._fd is not None
-        view = memoryview(line(result.to_json()))
+        view = memoryview(line(record))
         while view:  # a regular file takes it whole; a short write only on a full disk
             view = view[os.write(self._fd, view) :]
 

@@ -5,6 +5,23 @@ free (so a generator of millions costs no more than ``concurrency`` items), hand
 the executor, and takes every event back from one :class:`~.work.Pipe`: chunks, and
 "item done". Writing ``out=``, the callbacks, the progress bar and the :class:`Limiter` all
 live on this one thread, so none of them needs a lock.
+
+Every wait of a run and the deadline that bounds it (one test each in
+``tests/hostile/test_waits_are_bounded.py`` or ``tests/test_batch.py``):
+
+| wait                                          | bounded by                                  |
+|-----------------------------------------------|---------------------------------------------|
+| one item's stream, on a pool thread           | the model's connect and idle timeouts, and  |
+|                                               | ``timeout=``; Ctrl-C cancels it             |
+| the loop waiting for the next event           | 1 s a turn (``_wait``), then it looks again |
+| a rate-limited item waiting to run again      | ``Retry-After`` up to the model's           |
+|                                               | ``retry_after_cap`` (longer: the item fails |
+|                                               | with its ``RateLimitError``), else backoff  |
+|                                               | capped at 8 s; at most ``max_attempts``     |
+| a pool thread posting a chunk (``Pipe``)      | the calling thread taking it; a cancel ends |
+|                                               | it within 0.05 s                            |
+| an interrupted run waiting for its items      | ``DRAIN_TIMEOUT`` (30 s)                    |
+| the pool's shutdown at the end                | the items, all ended or cancelled by then   |
 """
 
 from __future__ import annotations
@@ -15,6 +32,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any, Callable, Optional, Union
 
 import attrs
@@ -33,6 +51,7 @@ from ..errors import (
 from .inputs import Item, check_arguments, pairs
 from .limiter import Limiter
 from .progress import Progress, open_progress
+from .provider import run_via_provider
 from .report import BatchReport
 from .results import BatchResult, PathLike, ResultsFile
 from .work import ChunkEvent, DoneEvent, Pipe, RemoteModel, run_item
@@ -91,12 +110,14 @@ class _Run:
         self.local = local
         self.timeout = timeout
         self.limiter = Limiter(concurrency)
+        self.retry_after_cap = model.options.retry_after_cap
         self.pipe = Pipe(CHUNK_ROOM * concurrency)
         self.in_flight: dict[int, tuple[_Try, concurrent.futures.Future[BatchResult]]] = {}
         self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
         self.keys = 0
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
-        self.tokens_in = self.tokens_out = 0
+        self.tokens_in = self.tokens_out = self.no_usage = 0
+        self.cost: Optional[Decimal] = None
         self.stopping = False
         self.started = time.monotonic()
 
@@ -198,6 +219,9 @@ class _Run:
             isinstance(err, (RateLimitError, OverloadedError))
             and item.attempt < self.max_attempts
             and not self.stopping
+            # A longer wait than the model's retry_after_cap fails the item (retry_after on
+            # its error), as one stream does: one item never pauses the whole run for a day.
+            and (err.retry_after is None or err.retry_after <= self.retry_after_cap)
         ):
             self.counts["rate_limited"] += 1
             delay = self.limiter.rate_limited(item.epoch, err.retry_after, item.attempt)
@@ -227,8 +251,14 @@ class _Run:
             if usage is not None:
                 self.tokens_in += usage.prompt_tokens
                 self.tokens_out += usage.completion_tokens
+            else:
+                self.no_usage += 1
         else:
             self.counts["failed"] += 1
+            usage = result.error.usage if result.error is not None else None
+        cost = None if usage is None else usage.cost
+        if cost is not None:
+            self.cost = cost if self.cost is None else self.cost + cost
         if self.progress is not None:
             self.progress.update(
                 ok=self.counts["ok"],
@@ -273,6 +303,8 @@ class _Run:
             rate_limited=self.counts["rate_limited"],
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
+            cost=self.cost,
+            no_usage=self.no_usage,
             elapsed=time.monotonic() - self.started,
             concurrency=self.limiter.ceiling,
             lowest_concurrency=self.limiter.lowest,
@@ -295,6 +327,10 @@ def run(
     progress: Optional[bool] = None,
     executor: Optional[concurrent.futures.Executor] = None,
     timeout: Optional[float] = None,
+    via: str = "stream",
+    poll_interval: float = 5.0,
+    max_poll_interval: float = 60.0,
+    cancel_on_interrupt: bool = False,
 ) -> BatchReport:
     """Run every request through ``model``, ``concurrency`` at a time; return the counts.
 
@@ -308,12 +344,39 @@ def run(
     ``on_chunk(id, chunk)`` run on this thread, one at a time. ``progress`` shows a tqdm
     bar (None: when stderr is a terminal). ``executor`` runs the items elsewhere, such as
     ``dask.distributed.Client(...).get_executor()``. Ctrl-C cancels the items in flight,
-    prints the report and how to resume, and raises ``KeyboardInterrupt``. Example::
+    prints the report and how to resume, and raises ``KeyboardInterrupt``.
+
+    ``via="provider"`` sends the items as the provider's own batches instead (OpenAI's
+    Batch API, Anthropic's Message Batches, Gemini's batch mode: about half the price,
+    answers within 24 hours). ``out=`` is then required: the batch ids are recorded beside
+    it (``out + ".batches"``), so running the same call again after the process died
+    collects the batches already sent and never sends an item twice. Status is polled
+    every ``poll_interval`` seconds, growing to ``max_poll_interval`` while nothing
+    changes; Ctrl-C stops waiting and leaves the batches running unless
+    ``cancel_on_interrupt=True``. Example::
 
         report = batch.run(model, requests, concurrency=32, out="results.jsonl")
         print(report)
     """
     check_arguments(model, concurrency, max_attempts, executor, on_chunk, on_result=on_result)
+    if via == "provider":
+        return _via_provider(
+            model,
+            requests,
+            out=out,
+            retry_failed=retry_failed,
+            on_result=on_result,
+            on_chunk=on_chunk,
+            progress=progress,
+            executor=executor,
+            timeout=timeout,
+            poll_interval=poll_interval,
+            max_poll_interval=max_poll_interval,
+            cancel_on_interrupt=cancel_on_interrupt,
+        )
+    if via != "stream":
+        msg = f"via must be 'stream' or 'provider', got {via!r}"
+        raise ValueError(msg)
     if retry_failed and out is None:
         msg = "retry_failed=True needs out=: the failed items are read from that file"
         raise ValueError(msg)
@@ -354,6 +417,46 @@ def run(
         if results is not None:
             results.close()
     return state.report(out, interrupted=False)
+
+
+def _via_provider(
+    model: ChatModel,
+    requests: Iterable[Item],
+    *,
+    out: Optional[PathLike],
+    on_chunk: Optional[Callable[[str, StreamChunk], Any]],
+    executor: Optional[concurrent.futures.Executor],
+    timeout: Optional[float],
+    poll_interval: float,
+    max_poll_interval: float,
+    **kw: Any,
+) -> BatchReport:
+    # What only a streamed run can do is refused by name, before anything is sent.
+    for name, value in (("on_chunk", on_chunk), ("executor", executor), ("timeout", timeout)):
+        if value is not None:
+            msg = f"{name}= is for streamed runs; via='provider' sends no stream to follow"
+            raise ValueError(msg)
+    if out is None:
+        msg = (
+            "via='provider' needs out=: answers can take a day, and the batch ids are kept "
+            "beside that file so a later run collects them"
+        )
+        raise ValueError(msg)
+    for name, value in (("poll_interval", poll_interval), ("max_poll_interval", max_poll_interval)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            msg = f"{name} must be a number of seconds above 0, got {value!r}"
+            raise ValueError(msg)
+    if max_poll_interval < poll_interval:
+        msg = "max_poll_interval must be at least poll_interval"
+        raise ValueError(msg)
+    return run_via_provider(
+        model,
+        requests,
+        out=out,
+        poll_interval=float(poll_interval),
+        max_poll_interval=float(max_poll_interval),
+        **kw,
+    )
 
 
 def _tell_how_to_resume(report: BatchReport, out: Optional[PathLike]) -> None:

@@ -25,6 +25,19 @@ escapes in JSON.
 With no prompt on a terminal (stdin and stdout both), ``blazen chat`` is an interactive
 session (:mod:`.session`): the conversation is kept across turns, ``--continue FILE``
 resumes a saved one, ``--stats`` reports tokens and speed after each answer.
+
+Every wait of the command and what bounds it:
+
+| wait                                        | bounded by                                    |
+|---------------------------------------------|-----------------------------------------------|
+| the stream (one-shot, or one turn)          | ``--timeout``, the model's connect and idle   |
+|                                             | timeouts; Ctrl-C cancels it (exit 130, or the |
+|                                             | session goes on)                              |
+| the local model starting                    | its ``startup_timeout`` (300 s); Ctrl-C       |
+| a prompt from stdin, a batch input file     | its writer's end of file; Ctrl-C              |
+| the interactive prompt                      | the person: Ctrl-D or ``/exit`` leaves        |
+| writing to stdout                           | its reader; a reader gone is exit 141         |
+| ``blazen batch``                            | the table of :mod:`blazen.batch.run`          |
 """
 
 from __future__ import annotations
@@ -38,9 +51,10 @@ from typing import Any, Callable, Optional
 from .._stream import ChatModel, Streaming
 from .._types import StreamChunk
 from .._version import __version__
-from ..errors import BlazenError
+from ..errors import AuthError, BlazenError
 from ..providers import PROVIDERS, Providers, key_variables
 from . import batch_command as cli_batch
+from . import embed_command as cli_embed
 from .output import Output as _Output
 from .session import ChatSession, Conversation, Stats
 
@@ -59,6 +73,18 @@ EXIT_STATUSES = (
 # temperature (0.2) it mostly repeats itself.
 LOCAL_MAX_TOKENS = 128
 LOCAL_TEMPERATURE = 0.7
+
+
+#: ``--api`` of ``blazen chat`` and ``blazen batch``: which OpenAI-format API to speak.
+API_CHOICES = ("chat", "responses")
+API_HELP = "OpenAI-format providers: chat completions (default) or the Responses API"
+
+
+PROVIDER_HELP = "one of: local (this machine), " + ", ".join(sorted(PROVIDERS))
+API_KEY_HELP = (
+    "the provider's API key (default: its variable, such as OPENAI_API_KEY; a key on the "
+    "command line shows in the process list, so prefer the variable)"
+)
 
 
 class _UsageError(Exception):
@@ -100,12 +126,11 @@ def _parser() -> argparse.ArgumentParser:
         default="-",
         help="the user message ('-': stdin); none on a terminal: an interactive session",
     )
-    chat.add_argument(
-        "--provider",
-        help="a Providers factory (openai, openai_compat, ...) or 'local' for this machine",
-    )
+    chat.add_argument("--provider", help=PROVIDER_HELP)
+    chat.add_argument("--api-key", help=API_KEY_HELP)
     chat.add_argument("--model", help="the model id (default: the provider's default)")
     chat.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    chat.add_argument("--api", choices=API_CHOICES, help=API_HELP)
     chat.add_argument("--system", help="a system prompt")
     chat.add_argument("--max-tokens", type=int, help=f"local default: {LOCAL_MAX_TOKENS}")
     chat.add_argument("--temperature", type=float, help=f"local default: {LOCAL_TEMPERATURE}")
@@ -121,12 +146,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="resume the conversation saved in FILE (JSON Lines, as /save writes)",
     )
+    add_fallback_argument(chat)
     chat.add_argument(
         "--stats",
         action="store_true",
         help="after each answer: tokens, time to first token, tokens per second (stderr)",
     )
-    cli_batch.add_parser(sub)
+    cli_batch.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
+    cli_embed.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
     return parser
 
 
@@ -147,7 +174,11 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
                 "no --provider and no API key in the environment: using the local model "
                 "(llama-cpp-python on this machine)"
             )
+    api = getattr(args, "api", None)
     if local:
+        if api is not None:
+            msg = "--api applies to OpenAI-format providers, not to --provider local"
+            raise _UsageError(msg)
         return _start_local(args, output)
     if args.gguf is not None or args.chat_format is not None:
         msg = "--gguf and --chat-format apply only to --provider local"
@@ -156,10 +187,48 @@ def _build_model(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
         if args.base_url is None:
             msg = "--provider openai_compat needs --base-url"
             raise _UsageError(msg)
-        return Providers.openai_compat("openai-compat", args.base_url, model=args.model), None
+        extra: dict[str, Any] = {"api": api} if api is not None else {}
+        if getattr(args, "api_key", None):
+            extra["api_key"] = args.api_key
+        model = Providers.openai_compat("openai-compat", args.base_url, model=args.model, **extra)
+        return model, None
     factory = _factory(provider)
-    kwargs = {"model": args.model, "base_url": args.base_url}
-    return factory(**{k: v for k, v in kwargs.items() if v is not None}), None
+    info = PROVIDERS[provider.replace("-", "_")]
+    if api is not None and info.wire != "openai":
+        msg = f"--api applies to OpenAI-format providers; {info.name} speaks its own API"
+        raise _UsageError(msg)
+    kwargs = {"model": args.model, "base_url": args.base_url, "api": api,
+              "api_key": getattr(args, "api_key", None)}
+    try:
+        return factory(**{k: v for k, v in kwargs.items() if v is not None}), None
+    except AuthError as exc:
+        if exc.status is not None or not info.key_env:
+            raise
+        # The factory's message speaks to Python callers (api_key=): a shell user sets the
+        # variable or passes --api-key.
+        variables = " or ".join(info.key_env)
+        msg = f"no API key for {info.name}: set {variables}, or pass --api-key"
+        raise AuthError(msg, provider=info.name) from None
+
+
+def add_fallback_argument(cmd: argparse.ArgumentParser) -> None:
+    """``--fallback NAME`` (repeatable): the providers tried, in order, if the first fails."""
+    cmd.add_argument(
+        "--fallback",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Providers factory to try next when the model fails before its first chunk "
+        "(rate limit, overload, connection, timeout, 5xx); repeat for a longer chain",
+    )
+
+
+def _with_fallbacks(model: ChatModel, args: argparse.Namespace) -> ChatModel:
+    """``model``, or a fallback chain of it and each ``--fallback`` provider's default."""
+    names = getattr(args, "fallback", None) or []
+    if not names:
+        return model
+    return Providers.fallback(model, *(_factory(name)() for name in names))
 
 
 def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, Any]:
@@ -169,7 +238,11 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
     if args.base_url is not None:
         msg = "--base-url does not apply to the local model (it picks its own port)"
         raise _UsageError(msg)
-    server = local.LocalServer(args.gguf, chat_format=args.chat_format)
+    server = local.LocalServer(
+        args.gguf,
+        chat_format=args.chat_format,
+        embeddings=getattr(args, "command", None) == "embed",
+    )
     name = os.path.basename(args.gguf) if args.gguf else "Gemma 3 270M (bundled)"
     output.note(f"starting the local model {name}...")
     try:
@@ -187,9 +260,14 @@ def _start_local(args: argparse.Namespace, output: _Output) -> tuple[ChatModel, 
         args.max_tokens = LOCAL_MAX_TOKENS
     if args.temperature is None:
         args.temperature = LOCAL_TEMPERATURE
-    if args.system is not None and args.gguf is None and args.chat_format in (None, "gemma"):
+    if args.system is not None and _ignores_system(args, server):
         output.note("Gemma's chat format has no system role: the server ignores --system")
     return server.model, server
+
+
+def _ignores_system(args: argparse.Namespace, server: Any) -> bool:
+    """The bundled Gemma's chat format has no system role: llama-cpp-python drops it."""
+    return server is not None and args.gguf is None and args.chat_format in (None, "gemma")
 
 
 def _interactive(args: argparse.Namespace) -> bool:
@@ -237,6 +315,7 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
         interactive = _interactive(args)
         prompt = "" if interactive else _prompt(args)
         model, server = _build_model(args, output)
+        model = _with_fallbacks(model, args)
         limits = {"max_tokens": args.max_tokens, "temperature": args.temperature}
         if interactive:
             session = ChatSession(
@@ -247,6 +326,7 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
                 limits=limits,
                 stats=args.stats,
                 timeout=args.timeout,
+                system_ignored=_ignores_system(args, server),
             )
             return session.run()
         req = conversation.request(prompt, **limits)
@@ -278,11 +358,30 @@ def _chat(args: argparse.Namespace, output: _Output) -> int:
             server.stop()
 
 
+def _embed(args: argparse.Namespace, output: _Output) -> int:
+    server = None
+    try:
+        # --model names the embedding model: the chat model is the provider's default.
+        model, server = _build_model(argparse.Namespace(**{**vars(args), "model": None}), output)
+        return cli_embed.run(args, model, output.note)
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED  # the vectors written so far stay; the same command resumes
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def _batch(args: argparse.Namespace, output: _Output) -> int:
     server = None
     try:
+        # The input is checked, and the ids already done counted, before a model starts:
+        # starting the local one takes seconds, and for nothing if the file is bad or done.
+        pending = cli_batch.pending(args)
+        if pending == 0:
+            output.note(f"every item of {args.input} is already in {args.out}: nothing to run")
+            return EXIT_OK
         model, server = _build_model(args, output)
-        return cli_batch.run(args, model, output.note)
+        return cli_batch.run(args, _with_fallbacks(model, args), output.note)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED  # batch.run has printed its report and how to resume
     finally:
@@ -302,6 +401,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, output: _Output) -> int:
     try:
+        if args.command == "embed":
+            return _embed(args, output)
         return _batch(args, output) if args.command == "batch" else _chat(args, output)
     except _UsageError as exc:
         parser.print_usage(sys.stderr)

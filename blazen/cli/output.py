@@ -15,7 +15,10 @@ from .._codec import VERSION, dumps, encode_chunk, encode_done, encode_error, er
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError
 
-__all__ = ["Output", "fits", "showable"]
+__all__ = ["CUT_OFF", "Output", "fits", "showable"]
+
+#: Said on stderr when an answer stopped at ``max_tokens``: text mode shows no other mark.
+CUT_OFF = "the answer was cut off at the token limit (finish reason length): raise --max-tokens"
 
 
 def fits(text: str, stream: TextIO) -> bool:
@@ -108,6 +111,7 @@ class Output:
         (self._write_last if last else self._write)(line + "\n")
 
     def note(self, text: str) -> None:
+        """One line on stderr, prefixed ``blazen:``."""
         try:
             self.err.write(showable(f"blazen: {text}\n", self.err))
             self.err.flush()
@@ -137,6 +141,8 @@ class Output:
             self._end_line()
             if self.refusal:
                 self.note(f"the model declined to answer (finish reason {finish_reason})")
+            elif finish_reason == "length":
+                self.note(CUT_OFF)
 
     def error(self, err: BlazenError) -> None:
         if self.broken_pipe:

@@ -23,7 +23,7 @@ from .._llm import Llm
 from .._stream import ChatModel, Streaming
 from .._types import ChatMessage, StreamChunk, TokenUsage
 from ..errors import ValidationError
-from .output import showable
+from .output import CUT_OFF, showable
 
 __all__ = ["ChatSession", "Conversation", "Stats"]
 
@@ -101,6 +101,11 @@ class Stats:
         parts = []
         if usage is not None:
             parts.append(f"{usage.prompt_tokens} tokens in, {usage.completion_tokens} out")
+            cost = usage.cost
+            if cost is not None:
+                parts.append(f"${cost:.6f}")
+        else:
+            parts.append("tokens unknown (the server reported no usage)")
         if self.first is not None:
             parts.append(f"first token {self.first - self.start:.2f} s")
             if usage is not None and end > self.first:
@@ -123,6 +128,7 @@ class ChatSession:
         stats: bool = False,
         timeout: Optional[float] = None,
         read: Callable[[str], str] = input,
+        system_ignored: bool = False,
     ) -> None:
         self.model = model
         self.conv = conversation
@@ -132,6 +138,7 @@ class ChatSession:
         self.stats = stats
         self.timeout = timeout
         self.read = read
+        self.system_ignored = system_ignored
         self._dim = False  # inside dimmed reasoning text
         self._line_open = False
 
@@ -172,7 +179,11 @@ class ChatSession:
             self.note("the conversation was cleared")
         elif name == "/system":
             self.conv.system = arg or None
-            self.note("system prompt set" if arg else "system prompt removed")
+            if arg and self.system_ignored:
+                self.note("system prompt kept, but this model's chat format has no system "
+                          "role: the server ignores it")
+            else:
+                self.note("system prompt set" if arg else "system prompt removed")
         elif name == "/model":
             if not arg:
                 self.note(f"model: {self.conv.model or self.model.model}")
@@ -225,10 +236,14 @@ class ChatSession:
         if self._line_open:
             self._write("\n")
         if resp is None:
-            self.note(failure[0] if failure else "interrupted")
+            # Not kept: the next turn does not carry it, and /save leaves it out.
+            why = failure[0] if failure else "interrupted"
+            self.note(f"{why}; this turn is not kept in the conversation (nor in /save)")
             return
         self.conv.messages.append(Llm.user(prompt))
         self.conv.messages.append(Llm.assistant(resp.content or resp.refusal or ""))
+        if resp.finish_reason == "length":
+            self.note(CUT_OFF)
         if self.stats:
             self.note(stats.line(resp.usage))
 

@@ -17,6 +17,7 @@ __all__ = [
     "call_arguments",
     "image_source",
     "reasoning_refused",
+    "refuse_previous_response",
     "system_text",
     "tool_names",
 ]
@@ -105,3 +106,13 @@ def refuse_server_tools(provider: str, req: CompletionRequest, wire: str) -> Non
         raise reasoning_refused(
             provider, f"reasoning_display={req.reasoning_display!r}", "leave it unset"
         )
+
+
+def refuse_previous_response(provider: str, req: CompletionRequest) -> None:
+    """Refuse ``previous_response_id`` on a wire that keeps no answers (before sending)."""
+    if req.previous_response_id is not None:
+        msg = (
+            f"{provider} keeps no earlier answers to continue: previous_response_id is for the "
+            "Responses API with store=True (api='responses'); send the whole conversation"
+        )
+        raise UnsupportedError(msg, provider=provider)

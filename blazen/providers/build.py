@@ -7,13 +7,25 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from .._http import shown_url
+from .._kit import WireFormat
 from .._stream import ChatModel, ModelOptions
-from ..errors import AuthError, ValidationError
+from ..errors import AuthError, UnsupportedError, ValidationError
+from .embeddings import ANY_CONCURRENCY, OPENAI_BATCH, OpenAIEmbeddings
 from .openai import OpenAIWire
 from .registry import MAX_TOKENS_FIELDS, PROVIDERS
 
-__all__ = ["check_url", "env_url", "openai_format", "pop_option", "preset", "resolve_key"]
+__all__ = [
+    "check_url",
+    "env_url",
+    "openai_format",
+    "pop_embedding_model",
+    "pop_option",
+    "preset",
+    "resolve_key",
+]
 
+#: The OpenAI-format APIs a factory's ``api=`` picks.
+_APIS = ("chat", "responses")
 #: What blazen itself writes in an OpenAI-format message: no reasoning_field may be one.
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
 
@@ -111,9 +123,36 @@ def openai_format(
     max_tokens_field: str = "max_tokens",
     reasoning_field: Optional[str] = None,
     reasoning_details: bool = False,
+    responses_url: Optional[str] = None,
+    embedding_model: Optional[str] = None,
+    embeddings_url: Optional[str] = None,
 ) -> ChatModel:
-    """A model that speaks OpenAI's chat-completions wire format."""
+    """A model that speaks OpenAI's chat-completions wire format, or with
+    ``api="responses"`` its Responses API (at ``responses_url``, else
+    ``{base_url}/responses``)."""
     options = dict(options)
+    embedding_model = pop_embedding_model(options, embedding_model)
+    embedding_batch = pop_option(options, "embedding_batch_size", OPENAI_BATCH, int)
+    if not 1 <= embedding_batch <= OPENAI_BATCH:
+        msg = f"embedding_batch_size must be from 1 to {OPENAI_BATCH}, got {embedding_batch}"
+        raise ValueError(msg)
+    embedding_concurrency = pop_option(options, "embedding_concurrency", ANY_CONCURRENCY, int)
+    if embedding_concurrency < 1:
+        msg = f"embedding_concurrency must be at least 1, got {embedding_concurrency}"
+        raise ValueError(msg)
+    limits = (embedding_batch, embedding_concurrency)
+    api = pop_option(options, "api", "chat", str)
+    if api not in _APIS:
+        msg = f"api must be 'chat' (chat completions) or 'responses' (Responses API), not {api!r}"
+        raise ValueError(msg)
+    if api == "responses":
+        wire, opts, base = _responses_wire(
+            provider, api_key, model, base_url, options, responses_url, auth_header
+        )
+        embedder = _embedder(
+            provider, base, api_key, auth_header, opts, embedding_model, embeddings_url, limits
+        )
+        return _model(wire, model, base, opts, api_key, embedder)
     stream_usage = pop_option(options, "stream_usage", stream_usage, bool)
     reasoning_details = pop_option(options, "reasoning_details", reasoning_details, bool)
     reasoning_field = options.pop("reasoning_field", reasoning_field)
@@ -153,7 +192,96 @@ def openai_format(
         reasoning_field=reasoning_field,
         reasoning_details=reasoning_details,
     )
-    return ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    embedder = _embedder(
+        provider, base, api_key, auth_header, opts, embedding_model, embeddings_url, limits
+    )
+    return _model(wire, model, base, opts, api_key, embedder)
+
+
+def _embedder(
+    provider: str,
+    base: str,
+    api_key: str,
+    auth_header: str,
+    opts: ModelOptions,
+    embedding_model: Optional[str],
+    embeddings_url: Optional[str],
+    limits: tuple[int, int],
+) -> Optional[OpenAIEmbeddings]:
+    """The OpenAI-format embeddings of a model, whichever API its completions speak."""
+    if embedding_model is None:
+        return None
+    return OpenAIEmbeddings(
+        provider=provider,
+        url=embeddings_url or f"{base}/embeddings",
+        model=embedding_model,
+        auth=None
+        if not api_key
+        else (auth_header, api_key if auth_header != "Authorization" else f"Bearer {api_key}"),
+        headers=opts.headers,
+        # Mistral answers unknown fields with 422 (see the registry's stream_usage).
+        base64=provider != "mistral",
+        batch_size=limits[0],
+        concurrency=limits[1],
+    )
+
+
+def _model(
+    wire: WireFormat,
+    model: str,
+    base: str,
+    opts: ModelOptions,
+    api_key: str,
+    embedder: Optional[OpenAIEmbeddings],
+) -> ChatModel:
+    chat = ChatModel(wire=wire, model=model, base_url=base, options=opts, secrets=(api_key,))
+    if embedder is not None:
+        chat.embedder = embedder
+    return chat
+
+
+def pop_embedding_model(options: dict[str, Any], default: Optional[str]) -> Optional[str]:
+    """The ``embedding_model`` option (else ``default``), checked."""
+    value = options.pop("embedding_model", default)
+    if value is not None and (not isinstance(value, str) or not value):
+        msg = f"embedding_model must be a non-empty string or None, got {value!r}"
+        raise TypeError(msg)
+    return value
+
+
+def _responses_wire(
+    provider: str,
+    api_key: str,
+    model: str,
+    base_url: str,
+    options: dict[str, Any],
+    url: Optional[str],
+    auth_header: str,
+) -> tuple[WireFormat, ModelOptions, str]:
+    """The wire of a Responses API model, its options and base URL; its own options are
+    ``store`` and ``encrypted_reasoning`` (the chat wire's are read and left unused)."""
+    from .responses import ResponsesWire  # loaded only by models that speak it
+
+    for chat_only in ("stream_usage", "reasoning_details", "reasoning_field", "max_tokens_field"):
+        options.pop(chat_only, None)
+    store = pop_option(options, "store", False, bool)
+    encrypted = options.pop("encrypted_reasoning", None)
+    if encrypted is not None and not isinstance(encrypted, bool):
+        msg = f"encrypted_reasoning must be True, False or None (auto), got {encrypted!r}"
+        raise TypeError(msg)
+    opts = ModelOptions.from_kwargs(provider, options)
+    base = check_url(provider, base_url)
+    wire = ResponsesWire(
+        provider=provider,
+        url=url or base + "/responses",
+        api_key=api_key,
+        model=model,
+        headers=opts.headers,
+        auth_header=auth_header,
+        store=store,
+        encrypted_reasoning=encrypted,
+    )
+    return wire, opts, base
 
 
 def preset(
@@ -162,14 +290,23 @@ def preset(
     """A model for the OpenAI-format service ``name`` of the registry."""
     info = PROVIDERS[name]
     assert info.wire == "openai" and info.base_url is not None
+    if options.get("api") == "responses" and not info.responses:
+        msg = (
+            f"{name} does not document OpenAI's Responses API; use api='chat' (the default), "
+            "or Providers.openai_compat(..., api='responses') for a server that has it"
+        )
+        raise UnsupportedError(msg, provider=name)
+    chosen_url = env_url(base_url, info.url_env)
     return openai_format(
         name,
         api_key=resolve_key(name, api_key, info.key_env, required=info.key_required),
         model=model or info.model,
-        base_url=env_url(base_url, info.url_env) or info.base_url,
+        base_url=chosen_url or info.base_url,
         options=options,
+        responses_url=info.responses_url if chosen_url is None else None,
         stream_usage=info.stream_usage,
         max_tokens_field=info.max_tokens_field,
         reasoning_field=info.reasoning_field,
         reasoning_details=info.reasoning_details,
+        embedding_model=info.embedding_model,
     )

@@ -16,7 +16,14 @@ import attrs
 from .._types import Attachment, AudioPart, DocumentPart, VideoPart, immutable
 from ..errors import UnsupportedError
 
-__all__ = ["WIRES", "Capabilities", "check_attachment", "table_cells"]
+__all__ = [
+    "VIDEO_PRESETS",
+    "WIRES",
+    "Capabilities",
+    "check_attachment",
+    "table_cells",
+    "takes_video",
+]
 
 
 @immutable
@@ -69,20 +76,20 @@ WIRES: dict[str, Capabilities] = {
     # https://docs.anthropic.com/en/docs/build-with-claude/pdf-support: PDFs as base64 or
     # by URL; plain text as a text source (citations docs). Claude reads no audio or video.
     "anthropic": Capabilities(
-        reasoning_effort=None,
-        reasoning_budget="`thinking.budget_tokens`",
+        reasoning_effort="`output_config.effort`",
+        reasoning_budget="`thinking.budget_tokens` (`adaptive`: `thinking.type`)",
         documents=("application/pdf", "text/plain"),
         document_urls=("application/pdf",),
         documents_as="`document` blocks: PDF (base64 or URL), plain text",
         caching="explicit: `cache=True` puts a `cache_control` breakpoint",
-        typed_output="a forced tool",
+        typed_output='`output_config.format` (a forced tool with `structured_output="tool"`)',
     ),
     # https://ai.google.dev/gemini-api/docs/document-processing and .../audio: inline
     # base64 data or a file URI, by MIME type. .../video-understanding: video the same way,
     # inline (under 100 MB) or as a Files API URI, a YouTube URL or another fetchable URL.
     "gemini": Capabilities(
         reasoning_effort="`thinkingLevel`",
-        reasoning_budget="`thinkingBudget`",
+        reasoning_budget="`thinkingBudget` (`adaptive`: -1)",
         documents=("application/pdf", "text/*"),
         document_urls=("application/pdf", "text/*"),
         documents_as="PDF and text as `inlineData` or `fileData` (URL)",
@@ -90,6 +97,17 @@ WIRES: dict[str, Capabilities] = {
         video_as="`inlineData` or `fileData` (URL)",
         caching="automatic (`cached_tokens` reported)",
         typed_output="`generationConfig.responseJsonSchema`",
+    ),
+    # https://platform.openai.com/docs/guides/pdf-files: the Responses API takes PDFs as
+    # input_file, base64 file_data or a file_url; it documents no audio input.
+    "responses": Capabilities(
+        reasoning_effort="`reasoning.effort` (summaries on)",
+        reasoning_budget=None,
+        documents=("application/pdf",),
+        document_urls=("application/pdf",),
+        documents_as="PDF as an `input_file` (base64 or URL)",
+        caching="automatic (`cached_tokens` reported)",
+        typed_output="`text.format` (`json_schema`)",
     ),
     # Ollama's /api/chat takes text and base64 images only (no documents, audio or video).
     "ollama": Capabilities(
@@ -101,9 +119,27 @@ WIRES: dict[str, Capabilities] = {
 }
 
 
+#: Presets of the OpenAI wire whose servers take video, as the ``video_url`` part their docs
+#: show (chat completions itself has none): the provider table's cell for each.
+VIDEO_PRESETS: dict[str, str] = {
+    # https://openrouter.ai/docs/features/multimodal/videos: a URL or a base64 data URL.
+    "openrouter": "`video_url` (URL or base64)",
+    # https://docs.vllm.ai/en/stable/features/multimodal_inputs/: video models take
+    # video_url the same way.
+    "vllm": "`video_url` (URL or base64)",
+}
+
+
 def _wires_that(takes: str) -> str:
     names = [name for name, caps in WIRES.items() if getattr(caps, takes)]
+    if takes == "video_as":
+        names += sorted(VIDEO_PRESETS)
     return ", ".join(names)
+
+
+def takes_video(provider: str, wire: str) -> bool:
+    """Whether ``provider`` (a factory's name) on ``wire`` can send a video."""
+    return bool(WIRES[wire].video_as) or (wire == "openai" and provider in VIDEO_PRESETS)
 
 
 def check_attachment(provider: str, wire: str, part: Attachment) -> None:
@@ -118,7 +154,7 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
         )
         raise UnsupportedError(msg, provider=provider)
     if isinstance(part, VideoPart):
-        if caps.video_as:
+        if takes_video(provider, wire):
             return
         msg = (
             f"{provider} cannot take video; send frames as images (Llm.image), or use a "
@@ -148,9 +184,13 @@ def check_attachment(provider: str, wire: str, part: Attachment) -> None:
     raise UnsupportedError(msg, provider=provider)
 
 
-def table_cells(wire: str) -> tuple[str, str, str, str, str, str]:
-    """The table's reasoning, documents, audio, video, caching and typed-output cells."""
+def table_cells(wire: str, provider: str = "") -> tuple[str, str, str, str, str, str]:
+    """The table's reasoning, documents, audio, video, caching and typed-output cells.
+
+    ``provider`` (a factory's name) picks the video cell of presets that take video.
+    """
     caps = WIRES[wire]
+    video = caps.video_as or (VIDEO_PRESETS.get(provider, "") if wire == "openai" else "")
     reasoning = [
         f"{knob}: {field}"
         for knob, field in (("effort", caps.reasoning_effort), ("budget", caps.reasoning_budget))
@@ -160,7 +200,7 @@ def table_cells(wire: str) -> tuple[str, str, str, str, str, str]:
         ", ".join(reasoning) or "no",
         caps.documents_as or "no",
         caps.audio_as or "no",
-        caps.video_as or "no",
+        video or "no",
         caps.caching,
         caps.typed_output,
     )

@@ -6,10 +6,19 @@ import functools
 import os
 from typing import Any, Callable, Optional
 
-from .._kit import WireFormat
-from .._stream import ChatModel, ModelOptions, Recipe
+from .._kit import EmbeddingWire, WireFormat
+from .._stream import ChatModel, Fallback, ModelOptions, Recipe, SwitchOn
 from ..errors import ValidationError
-from .build import check_url, env_url, openai_format, pop_option, preset, resolve_key
+from .build import (
+    check_url,
+    env_url,
+    openai_format,
+    pop_embedding_model,
+    pop_option,
+    preset,
+    resolve_key,
+)
+from .embeddings import GeminiEmbeddings, OllamaEmbeddings
 from .registry import PROVIDERS, ProviderInfo, compat_key_variable
 
 # Each native wire format is imported by its own factory, on first use: a program that only
@@ -31,15 +40,21 @@ def _native(
     base_url: Optional[str],
     options: dict[str, Any],
     make_wire: Callable[[str, str, str, ModelOptions], WireFormat],
+    make_embedder: Optional[Callable[[str, str, str, ModelOptions], EmbeddingWire]] = None,
 ) -> ChatModel:
     """A model of a native wire format: key, URL and defaults from the registry's row."""
     info = _row(name)
     key = resolve_key(name, api_key, info.key_env, required=info.key_required)
+    options = dict(options)
+    embedding_model = pop_embedding_model(options, info.embedding_model)
     opts = ModelOptions.from_kwargs(name, options)
     base = check_url(name, env_url(base_url, info.url_env) or info.base_url or "")
     chosen = model or info.model
     wire = make_wire(base, key, chosen, opts)
-    return ChatModel(wire=wire, model=chosen, base_url=base, options=opts, secrets=(key,))
+    chat = ChatModel(wire=wire, model=chosen, base_url=base, options=opts, secrets=(key,))
+    if make_embedder is not None and embedding_model is not None:
+        chat.embedder = make_embedder(base, key, embedding_model, opts)
+    return chat
 
 
 class Providers:
@@ -69,6 +84,8 @@ class Providers:
         Extra options: ``stream_usage`` (True) asks for usage in the stream;
         ``max_tokens_field`` (``"max_completion_tokens"``, which reasoning models require)
         may be ``"max_tokens"`` for a server at ``base_url`` that only knows that name.
+        ``api="responses"`` speaks the Responses API instead (``store`` and
+        ``encrypted_reasoning`` are then its options; see the providers docs).
         """
         return preset("openai", api_key, model, base_url, options)
 
@@ -84,7 +101,8 @@ class Providers:
 
         An empty ``api_key`` reads ``<PROVIDER_NAME>_API_KEY``; no key at all sends no
         ``Authorization`` header, as local servers expect. Set ``stream_usage=False`` for
-        servers that reject ``stream_options``.
+        servers that reject ``stream_options``; ``api="responses"`` for a server that
+        answers OpenAI's Responses API at ``{base_url}/responses``.
         """
         if not isinstance(provider_name, str) or not provider_name:
             msg = "provider_name must be a non-empty string such as 'vllm'"
@@ -96,6 +114,7 @@ class Providers:
             model=model or _row("openai_compat").model,
             base_url=base_url,
             options=options,
+            embedding_model=_row("openai_compat").embedding_model,
         )
 
     @staticmethod
@@ -110,7 +129,8 @@ class Providers:
         ``model`` is the *deployment* name; ``base_url`` the resource endpoint
         (``https://<resource>.openai.azure.com``, else ``AZURE_OPENAI_ENDPOINT``). Extra
         options: ``api_version`` (else ``OPENAI_API_VERSION``, else ``2024-10-21``) and
-        ``stream_usage``.
+        ``stream_usage``; ``api="responses"`` uses Azure's v1 Responses API
+        (``{endpoint}/openai/v1/responses``, the deployment as the model).
         """
         info = _row("azure")
         key = resolve_key("azure", api_key, info.key_env, required=True)
@@ -137,8 +157,14 @@ class Providers:
             base_url=base,
             options=options,
             url=f"{base}/openai/deployments/{deployment}/chat/completions?api-version={version}",
+            # The Responses API lives in Azure's v1 API, which takes no api-version.
+            responses_url=f"{base}/openai/v1/responses",
             auth_header="api-key",
             max_tokens_field=info.max_tokens_field,
+            embedding_model=info.embedding_model,
+            # https://learn.microsoft.com/azure/ai-foundry/openai/reference: the embedding
+            # deployment is in the path; "{model}" is the call's (or embedding_model=).
+            embeddings_url=f"{base}/openai/deployments/{{model}}/embeddings?api-version={version}",
         )
 
     @staticmethod
@@ -150,14 +176,20 @@ class Providers:
     ) -> ChatModel:
         """Anthropic's Messages API (key: ``ANTHROPIC_API_KEY``).
 
-        Extra options: ``anthropic_version`` (``2023-06-01``) and ``default_max_tokens``
-        (4096), sent when the request has no ``max_tokens`` (the API requires one).
+        Extra options: ``anthropic_version`` (``2023-06-01``), ``default_max_tokens``
+        (4096), sent when the request has no ``max_tokens`` (the API requires one), and
+        ``structured_output`` (``"format"``: ``output=`` goes as ``output_config.format``;
+        ``"tool"``: as a forced tool, for servers without structured outputs).
         """
         from .anthropic import DEFAULT_MAX_TOKENS, DEFAULT_VERSION, AnthropicWire
 
         options = dict(options)
         version = pop_option(options, "anthropic_version", DEFAULT_VERSION, str)
         max_tokens = pop_option(options, "default_max_tokens", DEFAULT_MAX_TOKENS, int)
+        structured = pop_option(options, "structured_output", "format", str)
+        if structured not in ("format", "tool"):
+            msg = f"structured_output must be 'format' or 'tool', got {structured!r}"
+            raise ValueError(msg)
         if max_tokens < 1:
             msg = f"default_max_tokens must be at least 1, got {max_tokens}"
             raise ValueError(msg)
@@ -174,6 +206,7 @@ class Providers:
                 headers=opts.headers,
                 version=version,
                 default_max_tokens=max_tokens,
+                structured_output=structured,
             ),
         )
 
@@ -197,6 +230,9 @@ class Providers:
             base_url,
             options,
             lambda base, key, name, opts: GeminiWire(
+                base_url=base, api_key=key, model=name, headers=opts.headers
+            ),
+            lambda base, key, name, opts: GeminiEmbeddings(
                 base_url=base, api_key=key, model=name, headers=opts.headers
             ),
         )
@@ -223,7 +259,35 @@ class Providers:
             lambda base, key, name, opts: OllamaWire(
                 base_url=base, api_key=key, model=name, headers=opts.headers
             ),
+            lambda base, key, name, opts: OllamaEmbeddings(
+                base_url=base, api_key=key, model=name, headers=opts.headers
+            ),
         )
+
+    # A classmethod, not a factory of the registry: it builds nothing of its own.
+    @classmethod
+    def fallback(
+        cls,
+        primary: ChatModel,
+        *others: ChatModel,
+        on: Optional[SwitchOn] = None,
+        timeout: Optional[float] = None,
+    ) -> ChatModel:
+        """A model that starts the same request on the next model when one fails first.
+
+        It moves on only before the first chunk reaches a callback (a chunk shown twice
+        would duplicate text), and only for the failures ``on`` names: by default rate
+        limits, overloads, connection failures, connect and read timeouts, and 5xx
+        answers, after that model's own retries (``max_retries=0`` on a member moves on at
+        once). ``on`` may be error classes or a function of the error. ``timeout`` bounds
+        the whole chain. ``resp.provider`` and ``resp.model`` say who answered; when every
+        model fails, the one error names each attempt (``err.attempts``). Example::
+
+            model = Providers.fallback(
+                Providers.openai(max_retries=0), Providers.anthropic(), Providers.gemini()
+            )
+        """
+        return Fallback((primary, *others), on=on, timeout=timeout)
 
     # -- OpenAI-compatible services: a row of the registry each ----------------------------
 

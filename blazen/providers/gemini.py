@@ -5,7 +5,12 @@ Each SSE payload is a whole ``GenerateContentResponse``
 *new* parts of the first candidate. Quirks handled here:
 
 - there is no end sentinel: the stream ends at EOF after a candidate carries
-  ``finishReason``, so that is the end signal (an EOF before it is a truncation);
+  ``finishReason`` (an EOF before it is a truncation). A finishReason is not always last
+  (server-side code execution sends STOP, then the code's result and the answer, then
+  STOP), so the fold asks the engine to read on (``StreamState.read_on``): at most a
+  second for each next payload, renewed by content (docs/streaming.md, "Retries");
+- server tools (``googleSearch``, ``codeExecution``...), grounding, citation and safety
+  metadata are read by :mod:`.gemini_fold`;
 - function calls arrive whole, one ``functionCall`` part each, with no id: blazen gives
   each one an id, and answers tool results by function name;
 - ``thought: true`` parts are reasoning; a part may carry a ``thoughtSignature`` (on a
@@ -21,22 +26,12 @@ Each SSE payload is a whole ``GenerateContentResponse``
 from __future__ import annotations
 
 import json
-import re
-import uuid
 from collections.abc import Mapping
 from typing import Any, Optional
 from urllib.parse import quote
 
 from .._http import HttpRequest
-from .._kit import (
-    StreamState,
-    error_from_body,
-    error_payload,
-    event_error_payload,
-    first_str,
-    malformed,
-    parse_json,
-)
+from .._kit import StreamState, error_payload, parse_json
 from .._types import (
     Attachment,
     AudioPart,
@@ -44,38 +39,43 @@ from .._types import (
     CompletionRequest,
     CompletionResponse,
     ReasoningPart,
-    StreamChunk,
-    TokenUsage,
+    ServerTool,
 )
-from ..errors import ProviderError, ValidationError, error_from_provider, parse_retry_after
+from ..errors import ProviderError, UnsupportedError, ValidationError
 from .base import (
     call_arguments,
+    check_effort,
     image_source,
     reasoning_refused,
+    refuse_previous_response,
     system_text,
     tool_names,
 )
 from .capabilities import check_attachment
+from .gemini_fold import WIRE, GeminiFold, google_error
 
 __all__ = ["GeminiFold", "GeminiWire", "google_error"]
 
 _MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+#: Short server-tool names and the ``Tool`` field each one is (web_search is Google Search,
+#: as on the other wires).
+SERVER_TOOLS: Mapping[str, str] = {
+    "google_search": "googleSearch",
+    "web_search": "googleSearch",
+    "code_execution": "codeExecution",
+    "url_context": "urlContext",
+    "google_maps": "googleMaps",
+    "file_search": "fileSearch",
+    "enterprise_web_search": "enterpriseWebSearch",
+}
 
 
-def _usage(u: Mapping[str, Any]) -> TokenUsage:
-    prompt = u.get("promptTokenCount") or 0
-    thoughts = u.get("thoughtsTokenCount") or 0
-    # candidatesTokenCount leaves the thinking out; OpenAI's completion_tokens counts it.
-    completion = (u.get("candidatesTokenCount") or 0) + thoughts
-    return TokenUsage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=u.get("totalTokenCount") or prompt + completion,
-        # Implicit (and explicit cachedContents) cache reads, already inside promptTokenCount;
-        # Gemini reports no writes (https://ai.google.dev/gemini-api/docs/caching).
-        cached_tokens=u.get("cachedContentTokenCount") or 0,
-        reasoning_tokens=thoughts,
-    )
+def _verbatim(m: ChatMessage) -> Optional[list[dict[str, Any]]]:
+    """The model turn's parts as Gemini sent them, if they were kept (see ProviderItem)."""
+    for item in m.provider_items:
+        if item.provider == WIRE and item.kind == "parts" and isinstance(item.data, list):
+            return [dict(part) for part in item.data]
+    return None
 
 
 def _result_object(content: Optional[str]) -> dict[str, Any]:
@@ -85,10 +85,6 @@ def _result_object(content: Optional[str]) -> dict[str, Any]:
     except ValueError:
         value = content or ""
     return value if isinstance(value, dict) else {"result": value}
-
-
-#: What ReasoningPart.provider says of the parts this wire format makes.
-WIRE = "gemini"
 
 
 def _signatures(m: ChatMessage) -> tuple[list[ReasoningPart], Optional[str], dict[str, str]]:
@@ -108,10 +104,6 @@ def _signatures(m: ChatMessage) -> tuple[list[ReasoningPart], Optional[str], dic
         else:
             text_signature = part.signature
     return thoughts, text_signature, calls
-
-
-# Finish reasons that report a failed answer rather than a finished one.
-_FAILED_FINISH = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL"})
 
 
 class GeminiWire:
@@ -182,6 +174,9 @@ class GeminiWire:
                 # A failed call's explanation goes under "error", as the API documents.
                 result = {"error": m.content or ""} if m.is_error else _result_object(m.content)
                 parts.append({"functionResponse": {"name": name, "response": result}})
+            elif m.role == "assistant" and _verbatim(m) is not None:
+                # Server-side code and its result go back as they came, signatures on them.
+                parts.extend(_verbatim(m) or ())
             elif m.reasoning_parts:
                 parts.extend(self._signed_parts(m))
             else:
@@ -230,14 +225,16 @@ class GeminiWire:
 
     def body(self, req: CompletionRequest) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {"contents": self.contents(req)}
         system = system_text(req)
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
+        tools: list[dict[str, Any]] = []
         if req.tools:
             # parametersJsonSchema takes the full JSON Schema other providers take;
             # the older "parameters" rejects common keys such as additionalProperties.
-            body["tools"] = [
+            tools.append(
                 {
                     "functionDeclarations": [
                         {
@@ -248,7 +245,10 @@ class GeminiWire:
                         for t in req.tools
                     ]
                 }
-            ]
+            )
+        tools.extend(self._server_tool(t) for t in req.server_tools)
+        if tools:
+            body["tools"] = tools
         if req.tool_choice is not None:
             mode = _MODES.get(req.tool_choice)
             config: dict[str, Any] = {"mode": mode or "ANY"}
@@ -282,12 +282,32 @@ class GeminiWire:
             body["generationConfig"] = gen
         return body
 
+    def _server_tool(self, tool: ServerTool) -> dict[str, Any]:
+        """A built-in tool: its ``Tool`` field, its options inside as given.
+
+        https://ai.google.dev/api/caching#Tool: ``googleSearch``, ``codeExecution``,
+        ``urlContext``, ``googleMaps``, ``fileSearch``... A short name maps to its field; a
+        field name itself (``"googleSearch"``) is taken as given.
+        """
+        field = SERVER_TOOLS.get(tool.name)
+        if field is None and tool.name in SERVER_TOOLS.values():
+            field = tool.name
+        if field is None:
+            msg = (
+                f"{self.provider} has no server tool {tool.name!r}; it has "
+                f"{', '.join(sorted(SERVER_TOOLS))}"
+            )
+            raise UnsupportedError(msg, provider=self.provider)
+        return {field: dict(tool.config)}
+
     def _thinking(self, req: CompletionRequest) -> Optional[dict[str, Any]]:
         """``thinkingConfig`` for ``req``'s reasoning options, with the thoughts shown.
 
         A budget is ``thinkingBudget`` (Gemini 2.5 and later); an effort is
         ``thinkingLevel`` (Gemini 3). Gemini refuses both in one request.
         """
+        # https://ai.google.dev/gemini-api/docs/thinking: the levels Gemini 3 documents.
+        check_effort(self.provider, req, ("minimal", "low", "medium", "high"))
         effort, budget = req.reasoning_effort, req.reasoning_budget
         if effort is not None and budget is not None:
             raise reasoning_refused(
@@ -327,195 +347,4 @@ class GeminiWire:
 
     def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
         """The error for a non-success HTTP response."""
-        return google_error(
-            self.provider, status, error_payload(body), headers=headers, raw=body
-        )
-
-
-class GeminiFold:
-    """One Gemini stream's fold: each ``GenerateContentResponse`` into its state."""
-
-    __slots__ = ("call_ids", "provider", "state", "thought")
-
-    def __init__(self, provider: str, state: StreamState) -> None:
-        self.provider = provider
-        self.state = state
-        #: The call ids given so far: a repeated one is another call all the same.
-        self.call_ids: set[str] = set()
-        #: The thought text since the last signature, or None when no run is open.
-        self.thought: Optional[list[str]] = None
-
-    def fold(self, event: str, data: str) -> Optional[StreamChunk]:
-        """Fold one ``GenerateContentResponse``."""
-        if event == "error":
-            raise google_error(self.provider, None, event_error_payload(data), raw=data)
-        return self.apply(parse_json(self.provider, data), data)
-
-    def _close_thought(self, signature: Optional[str]) -> None:
-        # A run of thought text ends at the part that signs it (or at the end of the answer).
-        run, self.thought = self.thought, None
-        if run is not None or signature:
-            text = "".join(run or ())
-            self.state.add_reasoning_part(
-                ReasoningPart(text=text, signature=signature, provider=WIRE)
-            )
-
-    def apply(self, obj: Mapping[str, Any], raw: str) -> Optional[StreamChunk]:
-        """Fold one decoded response (a streamed payload, or a whole non-streamed body)."""
-        state = self.state
-        if obj.get("error") is not None:
-            raise google_error(self.provider, None, obj, raw=raw)
-        if state.model is None:
-            state.response_id = obj.get("responseId")  # the same on every payload
-        state.model = obj.get("modelVersion") or state.model
-        usage = obj.get("usageMetadata")
-        if usage:
-            state.usage = _usage(usage)
-        candidates = obj.get("candidates")
-        if not candidates:
-            blocked = (obj.get("promptFeedback") or {}).get("blockReason")
-            if blocked:
-                raise error_from_provider(
-                    provider=self.provider,
-                    status=None,
-                    message=f"the prompt was blocked ({blocked}); no answer was generated",
-                    error_type="prompt_blocked",
-                    code=blocked,
-                    body=raw,
-                )
-            return None
-        # candidateCount > 1 is not supported by the callback API: follow the first.
-        candidate = candidates[0]
-        text: list[str] = []
-        thought: list[str] = []
-        for part in (candidate.get("content") or {}).get("parts") or ():
-            signature = part.get("thoughtSignature")
-            if signature is not None and (type(signature) is not str or not signature):
-                raise malformed(self.provider, "part.thoughtSignature is not a string", raw)
-            if "functionCall" in part:
-                call = part["functionCall"]
-                args = call.get("args")
-                call_id = call.get("id")
-                ids = self.call_ids
-                if not call_id or call_id in ids:
-                    # Each functionCall part is a whole call: one that repeats an id is
-                    # another call all the same (merged, its arguments would be two objects).
-                    call_id = f"call_{uuid.uuid4().hex[:24]}"
-                ids.add(call_id)
-                state.tool_delta(None, call_id, call.get("name"), json.dumps(args or {}))
-                if signature:
-                    self._close_thought(None)
-                    state.add_reasoning_part(
-                        ReasoningPart(
-                            kind="signature",
-                            signature=signature,
-                            tool_call_id=call_id,
-                            provider=WIRE,
-                        )
-                    )
-            elif part.get("thought"):
-                value = part.get("text", "")
-                if type(value) is not str:
-                    raise malformed(self.provider, "part.text is not a string", raw)
-                thought.append(value)
-                if value:
-                    if self.thought is None:
-                        self.thought = []
-                    self.thought.append(value)
-                if signature:
-                    self._close_thought(signature)
-            elif isinstance(part.get("text"), str):
-                text.append(part["text"])
-                if signature:
-                    self._close_thought(None)
-                    state.add_reasoning_part(
-                        ReasoningPart(kind="signature", signature=signature, provider=WIRE)
-                    )
-            elif "text" in part:
-                raise malformed(self.provider, "part.text is not a string", raw)
-            elif signature:
-                # A part that is only a signature signs the answer's text.
-                self._close_thought(None)
-                state.add_reasoning_part(
-                    ReasoningPart(kind="signature", signature=signature, provider=WIRE)
-                )
-        finish = candidate.get("finishReason")
-        if finish in _FAILED_FINISH:
-            # The model failed to produce a valid call: an error, never a quiet "stop".
-            raise ProviderError(
-                f"{self.provider} ended the answer with finishReason {finish}: the model "
-                "produced a function call it could not complete",
-                provider=self.provider,
-                error_type=finish,
-                retryable=True,
-            )
-        if finish:
-            state.raw_finish_reason = finish
-            state.finished = True
-            if self.thought is not None:
-                self._close_thought(None)
-        return state.emit("".join(text), "".join(thought))
-
-
-def google_error(
-    provider: str,
-    status: Optional[int],
-    payload: Any,
-    *,
-    headers: Optional[Mapping[str, str]] = None,
-    raw: str = "",
-) -> ProviderError:
-    """A google.rpc error (``{"error": {"code", "message", "status", "details"}}``) classified.
-
-    https://cloud.google.com/apis/design/errors: ``status`` is a label
-    (``RESOURCE_EXHAUSTED``) and becomes the error type; an ``ErrorInfo`` detail's reason
-    (``API_KEY_INVALID``) the code; a ``RetryInfo`` detail's delay counts as
-    ``Retry-After`` when no header says one.
-    """
-    err = payload.get("error", payload) if isinstance(payload, dict) else None
-    error_type: Optional[str] = None
-    reason: Optional[str] = None
-    retry_after = parse_retry_after(headers) if headers else None
-    if isinstance(err, dict):
-        # An error "type" (a proxy's own error in front of Google) still comes first.
-        label = err.get("status") if isinstance(err.get("status"), str) else None
-        error_type = first_str(err.get("type"), label)
-        if isinstance(err.get("details"), list):
-            reason, delay = _google_details(err["details"])
-            if retry_after is None:
-                retry_after = delay
-    return error_from_body(
-        provider,
-        status,
-        payload,
-        headers=headers,
-        raw=raw,
-        error_type=error_type,
-        code=reason,
-        retry_after=retry_after,
-    )
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
-
-
-def _google_details(details: list[Any]) -> tuple[Optional[str], Optional[float]]:
-    """The ErrorInfo reason and the RetryInfo delay of a google.rpc error, if present.
-
-    https://cloud.google.com/apis/design/errors#error_details: a 429 carries
-    ``{"@type": ".../google.rpc.RetryInfo", "retryDelay": "34s"}``, a wrong key
-    ``{"@type": ".../google.rpc.ErrorInfo", "reason": "API_KEY_INVALID"}``.
-    """
-    reason: Optional[str] = None
-    delay: Optional[float] = None
-    for item in details:
-        if not isinstance(item, dict):
-            continue
-        kind = str(item.get("@type", ""))
-        if kind.endswith("google.rpc.ErrorInfo") and isinstance(item.get("reason"), str):
-            reason = item["reason"]
-        elif kind.endswith("google.rpc.RetryInfo") and isinstance(item.get("retryDelay"), str):
-            match = _DURATION.match(item["retryDelay"])
-            if match:
-                delay = float(match.group(1))
-    return reason, delay
+        return google_error(self.provider, status, error_payload(body), headers=headers, raw=body)

@@ -28,6 +28,7 @@ from .base import (
     check_effort,
     image_source,
     reasoning_refused,
+    refuse_previous_response,
     refuse_server_tools,
     tool_names,
 )
@@ -108,6 +109,7 @@ class OllamaWire:
 
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
+        refuse_previous_response(self.provider, req)
         body: dict[str, Any] = {
             "model": req.model or self.model,
             "messages": self.messages(req),

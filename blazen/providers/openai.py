@@ -37,12 +37,12 @@ from .._types import (
     AudioPart,
     CompletionRequest,
     CompletionResponse,
-    DocumentPart,
     StreamChunk,
     TokenUsage,
+    VideoPart,
 )
 from ..errors import ProviderError
-from .base import check_effort, reasoning_refused, refuse_server_tools
+from .base import check_effort, reasoning_refused, refuse_previous_response, refuse_server_tools
 from .capabilities import check_attachment
 from .reasoning_details import Details, sent_back
 
@@ -54,14 +54,16 @@ def _attachment(provider: str, part: Attachment) -> dict[str, Any]:
     check_attachment(provider, "openai", part)
     if isinstance(part, AudioPart):
         return {"type": "input_audio", "input_audio": {"data": part.data, "format": part.format}}
-    assert isinstance(part, DocumentPart)  # video was refused above
+    if isinstance(part, VideoPart):  # presets that take it (OpenRouter, vLLM) only
+        return {"type": "video_url", "video_url": {"url": part.as_data_url()}}
     # file_data needs a filename beside it; bytes given without one get a neutral name.
     name = part.filename or "document" + (mimetypes.guess_extension(part.media_type) or "")
     return {"type": "file", "file": {"filename": name, "file_data": part.as_data_url()}}
 
 
 def _is_audio(part: Attachment) -> bool:
-    return isinstance(part, AudioPart)
+    # Sound and video go after the text: OpenAI's audio guide and OpenRouter's video guide.
+    return isinstance(part, (AudioPart, VideoPart))
 
 
 def openai_messages(
@@ -199,6 +201,7 @@ class OpenAIWire:
                 "reasoning_budget (a token budget)",
                 "the OpenAI format takes reasoning_effort='low', 'medium' or 'high' instead",
             )
+        refuse_previous_response(self.provider, req)
         messages = openai_messages(
             req, self.provider, self._reasoning_field, self._reasoning_details
         )
@@ -324,8 +327,10 @@ class OpenAIFold:
             if state.model is None:
                 state.response_id = obj.get("id")  # the same on every chunk: read it once
             state.model = model
-        # Groq reports usage under x_groq on the last chunk.
-        usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
+        usage = obj.get("usage")
+        if not usage and "x_groq" in obj:
+            # Groq reports usage under x_groq on the last chunk.
+            usage = (obj["x_groq"] or {}).get("usage")
         if usage:
             state.usage = _usage(usage)
         choices = obj.get("choices")

@@ -68,6 +68,16 @@ class ProviderInfo:
     reasoning_field: Optional[str] = None
     #: Whether the server sends ``reasoning_details`` (OpenRouter): kept, and sent back.
     reasoning_details: bool = False
+    #: Whether the server answers OpenAI's Responses API (``api="responses"``), as its
+    #: current documentation says (each row below links it).
+    responses: bool = False
+    #: Where it answers the Responses API when that is not ``{base_url}/responses`` (used
+    #: when no ``base_url`` is given).
+    responses_url: Optional[str] = None
+    #: The embedding model ``model.embed()`` uses when none is named (option
+    #: ``embedding_model`` overrides it), or None where the service has no embedding
+    #: endpoint (``embed`` then raises UnsupportedError unless the option names a model).
+    embedding_model: Optional[str] = None
 
 
 def _compat(
@@ -80,6 +90,9 @@ def _compat(
     stream_usage: bool = True,
     reasoning_field: Optional[str] = None,
     reasoning_details: bool = False,
+    responses: bool = False,
+    responses_url: Optional[str] = None,
+    embedding_model: Optional[str] = None,
 ) -> ProviderInfo:
     return ProviderInfo(
         name=name,
@@ -91,6 +104,9 @@ def _compat(
         stream_usage=stream_usage,
         reasoning_field=reasoning_field,
         reasoning_details=reasoning_details,
+        responses=responses,
+        responses_url=responses_url,
+        embedding_model=embedding_model if not local else "default",
         auto=not local,
         summary="chat completions on localhost" if local else "chat completions",
     )
@@ -105,6 +121,8 @@ _ROWS = (
         key_env=("OPENAI_API_KEY",),
         model="gpt-4o-mini",
         max_tokens_field="max_completion_tokens",
+        responses=True,
+        embedding_model="text-embedding-3-small",
     ),
     ProviderInfo(
         name="anthropic",
@@ -121,6 +139,7 @@ _ROWS = (
         base_url="https://generativelanguage.googleapis.com/v1beta",
         key_env=("GEMINI_API_KEY", "GOOGLE_API_KEY"),
         model="gemini-2.5-flash",
+        embedding_model="gemini-embedding-001",
         summary="`streamGenerateContent?alt=sse`, key in `x-goog-api-key`",
     ),
     ProviderInfo(
@@ -129,6 +148,7 @@ _ROWS = (
         base_url="http://localhost:11434",
         key_env=(),
         model="llama3.2",
+        embedding_model="embeddinggemma",
         key_required=False,
         auto=False,
         summary="native `/api/chat` NDJSON",
@@ -144,6 +164,11 @@ _ROWS = (
         auto=False,
         summary="chat completions of a deployment (`model=` deployment, `api_version=`)",
         max_tokens_field="max_completion_tokens",
+        # https://learn.microsoft.com/azure/ai-foundry/openai/how-to/responses: the v1 API,
+        # {endpoint}/openai/v1/responses, the deployment as the body's model.
+        responses=True,
+        # A deployment of an embedding model, named like the model by default.
+        embedding_model="text-embedding-3-small",
     ),
     # Any server that speaks OpenAI's wire: its key variable is derived from provider_name.
     ProviderInfo(
@@ -155,6 +180,8 @@ _ROWS = (
         key_required=False,
         auto=False,
         summary="chat completions at any `base_url`",
+        responses=True,
+        embedding_model="default",
     ),
     _compat(
         "openrouter",
@@ -162,13 +189,25 @@ _ROWS = (
         ("OPENROUTER_API_KEY",),
         "openai/gpt-4o-mini",
         reasoning_details=True,
+        # https://openrouter.ai/docs/api-reference/responses-api/overview (beta, stateless).
+        responses=True,
     ),
-    _compat("groq", "https://api.groq.com/openai/v1", ("GROQ_API_KEY",), "llama-3.3-70b-versatile"),
+    # https://console.groq.com/docs/responses-api (beta).
+    _compat(
+        "groq",
+        "https://api.groq.com/openai/v1",
+        ("GROQ_API_KEY",),
+        "llama-3.3-70b-versatile",
+        responses=True,
+    ),
     _compat(
         "together",
         "https://api.together.xyz/v1",
         ("TOGETHER_API_KEY",),
         "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+        # https://docs.together.ai/docs/inference/responses (beta; no stored responses).
+        responses=True,
+        embedding_model="BAAI/bge-base-en-v1.5",
     ),
     # Mistral validates strictly: stream_options is a 422 "extra_forbidden"; it reports usage
     # in the last chunk anyway.
@@ -178,6 +217,9 @@ _ROWS = (
         ("MISTRAL_API_KEY",),
         "mistral-small-latest",
         stream_usage=False,
+        # https://docs.mistral.ai/inference/conversations: stateless Responses API.
+        responses=True,
+        embedding_model="mistral-embed",
     ),
     _compat(
         "deepseek",
@@ -185,12 +227,18 @@ _ROWS = (
         ("DEEPSEEK_API_KEY",),
         "deepseek-chat",
         reasoning_field="reasoning_content",
+        # https://api-docs.deepseek.com/guides/responses_api: at the bare host, not /v1.
+        responses=True,
+        responses_url="https://api.deepseek.com/responses",
     ),
     _compat(
         "fireworks",
         "https://api.fireworks.ai/inference/v1",
         ("FIREWORKS_API_KEY",),
         "accounts/fireworks/models/llama-v3p3-70b-instruct",
+        # https://docs.fireworks.ai/guides/response-api
+        responses=True,
+        embedding_model="nomic-ai/nomic-embed-text-v1.5",
     ),
     # Perplexity sends usage on its chunks unasked.
     _compat(
@@ -199,8 +247,13 @@ _ROWS = (
         ("PERPLEXITY_API_KEY", "PPLX_API_KEY"),
         "sonar",
         stream_usage=False,
+        # https://docs.perplexity.ai/docs/agent-api/openai-compatibility: its Agent API, also
+        # at /v1/responses.
+        responses=True,
+        responses_url="https://api.perplexity.ai/v1/responses",
     ),
-    _compat("xai", "https://api.x.ai/v1", ("XAI_API_KEY",), "grok-3-mini"),
+    # https://docs.x.ai/docs/guides/chat: xAI's preferred API.
+    _compat("xai", "https://api.x.ai/v1", ("XAI_API_KEY",), "grok-3-mini", responses=True),
     # https://docs.cohere.com/docs/compatibility-api; it rejects stream_options.
     _compat(
         "cohere",
@@ -208,12 +261,33 @@ _ROWS = (
         ("CO_API_KEY", "COHERE_API_KEY"),
         "command-a-03-2025",
         stream_usage=False,
+        embedding_model="embed-v4.0",
     ),
     # Local servers: the model is whatever the server has loaded; pass model= to choose.
-    _compat("lm_studio", "http://localhost:1234/v1", ("LM_STUDIO_API_KEY",), "default", local=True),
-    _compat("vllm", "http://localhost:8000/v1", ("VLLM_API_KEY",), "default", local=True),
+    # All three serve /v1/responses: LM Studio since 0.3.29
+    # (https://lmstudio.ai/docs/developer/openai-compat), vLLM
+    # (https://docs.vllm.ai/en/stable/serving/openai_compatible_server/), llama-server
+    # (tools/server/README.md, "POST /v1/responses", translated to chat completions).
+    _compat(
+        "lm_studio",
+        "http://localhost:1234/v1",
+        ("LM_STUDIO_API_KEY",),
+        "default",
+        local=True,
+        responses=True,
+    ),
+    _compat(
+        "vllm", "http://localhost:8000/v1", ("VLLM_API_KEY",), "default", local=True, responses=True
+    ),
     # llama-server reads its own key from LLAMA_API_KEY; a client may share it.
-    _compat("llamacpp", "http://localhost:8080/v1", ("LLAMA_API_KEY",), "default", local=True),
+    _compat(
+        "llamacpp",
+        "http://localhost:8080/v1",
+        ("LLAMA_API_KEY",),
+        "default",
+        local=True,
+        responses=True,
+    ),
 )
 
 #: Every provider by name, in the order the CLI tries their keys.
@@ -248,7 +322,8 @@ def markdown_table() -> str:
     """
     rows = [
         "| factory | wire | default `base_url` | key variables | default model "
-        "| `max_tokens` sent as | reasoning | documents | audio | video | caching "
+        "| `max_tokens` sent as | Responses API | reasoning | documents | audio | video "
+        "| caching "
         "| typed output |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -264,8 +339,10 @@ def markdown_table() -> str:
         if info.url_env:
             url += " or " + ", ".join(f"`{v}`" for v in info.url_env)
         sent_as = _NATIVE_MAX_TOKENS.get(info.wire) or f"`{info.max_tokens_field}`"
+        responses = '`api="responses"`' if info.responses else "no"
         rows.append(
             f"| `{info.name}` | {info.wire}: {info.summary} | {url} | {keys} | `{info.model}` "
-            f"| {sent_as} | {' | '.join(table_cells(info.wire))} |"
+            f"| {sent_as} | {responses} "
+            f"| {' | '.join(table_cells(info.wire, info.name))} |"
         )
     return "\n".join(rows) + "\n"

@@ -3,18 +3,38 @@
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any, Optional
 
 from .._codec import decode, dumps, encode, encode_error, loads
 from ..errors import BlazenError, ConnectionError, TimeoutError, ValidationError
+from .bounded import Caller, Unanswered
 from .redis import redis_errors
 
 __all__ = ["follow", "sse_lines"]
 
+# Every wait of follow() and the deadline that bounds it (tests/hostile/test_waits_are_bounded.py
+# has one test per row):
+#
+# | wait                                  | bounded by                                        |
+# |---------------------------------------|---------------------------------------------------|
+# | XRANGE/EXISTS for ``last_id``          | ``timeout``; else ``stale_after`` (redis_lost)     |
+# | XREAD BLOCK (a live or silent stream) | ``timeout``; else ``stale_after`` + REPLY_SLACK    |
+# | a Redis that answers nothing (frozen) | the same: each call runs on a Caller thread        |
+# | a Redis that raises (down, refused)   | ``stale_after`` of retries (redis_lost); timeout  |
+# | EXISTS after a stale stream           | as XREAD                                          |
+#
+# The client's own socket_timeout and retries never lengthen these: a call that outlives
+# its deadline is given up (bounded.Caller), whatever the client was built with.
+
 #: The longest single blocking read: a reader notices its own deadline this often.
 MAX_BLOCK = 5.0
+#: Seconds past its BLOCK time that an XREAD's answer may take before Redis counts as mute.
+REPLY_SLACK = 1.0
+
+_LAST_ID = re.compile(r"\A[0-9]{1,20}(?:-[0-9]{1,20})?\Z")
 
 
 def _text(value: Any) -> str:
@@ -77,8 +97,10 @@ def follow(
     ``events_lost`` if events this reader needs were trimmed (``maxlen``) or the stream
     was recreated; ``stream_lost`` if the key vanished mid-stream (expired, deleted, a
     Redis restart without persistence); ``redis_lost`` if Redis cannot be reached for
-    ``stale_after`` seconds. ``timeout`` bounds the whole wait
-    (:class:`~blazen.TimeoutError`). Example::
+    ``stale_after`` seconds, or does not answer at all (frozen) for that long.
+    ``timeout`` bounds the whole wait (:class:`~blazen.TimeoutError`), and both bound it
+    whatever the client was built with (its ``socket_timeout`` and retries). A
+    ``last_id`` that is not a stream id raises :class:`~blazen.ValidationError`. Example::
 
         for event_id, kind, args in follow(r, f"chat:{task_id}", last_id=last_seen):
             if kind == "chunk":
@@ -94,27 +116,74 @@ def follow(
     ):
         msg = f"timeout must be a positive number of seconds or None, got {timeout!r}"
         raise ValueError(msg)
-    return _follow(client, key, _text(last_id), timeout, float(stale_after))
+    last = _text(last_id)
+    if not _LAST_ID.match(last):
+        # Often a browser's Last-Event-ID: input from outside, so a typed blazen error.
+        msg = (
+            f"last_id must be a Redis stream id such as '0' or '1700000000000-0' (an id "
+            f"follow() yielded), got {last[:64]!r}"
+        )
+        raise ValidationError(msg)
+    return _follow(client, key, last, timeout, float(stale_after))
+
+
+class _Clock:
+    """The deadlines of one follow(): its ``timeout``, and Redis answering at all."""
+
+    def __init__(self, key: str, timeout: Optional[float], stale_after: float) -> None:
+        self.key = key
+        self.timeout = timeout
+        self.stale_after = stale_after
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.caller = Caller(f"blazen-follow-{key}")
+
+    def expired(self) -> TimeoutError:
+        msg = f"follow({self.key!r}) waited {self.timeout} s without reaching the stream's end"
+        return TimeoutError(msg, limit="timeout", seconds=float(self.timeout or 0))
+
+    def call(self, mute_after: float, fn: Any, *args: Any, **kw: Any) -> Any:
+        """``fn(*args, **kw)``, given up at the deadline or ``mute_after`` s from now."""
+        now = time.monotonic()
+        limit = mute_after if self.deadline is None else min(mute_after, self.deadline - now)
+        try:
+            return self.caller.call(limit, lambda: fn(*args, **kw))
+        except Unanswered:
+            if self.deadline is not None and time.monotonic() >= self.deadline - 0.01:
+                raise self.expired() from None
+            msg = (
+                f"cannot read Redis stream {self.key!r}: Redis did not answer for "
+                f"{mute_after:.3g} s (frozen, or the network drops packets)"
+            )
+            raise _error("redis_lost", msg) from None
 
 
 def _follow(
     client: Any, key: str, last: str, timeout: Optional[float], stale_after: float
 ) -> Iterator[tuple[str, str, tuple[Any, ...]]]:
+    clock = _Clock(key, timeout, stale_after)
+    try:
+        yield from _read(client, key, last, clock)
+    finally:
+        clock.caller.close()
+
+
+def _read(
+    client: Any, key: str, last: str, clock: _Clock
+) -> Iterator[tuple[str, str, tuple[Any, ...]]]:
     errors = redis_errors()
-    start = time.monotonic()
-    deadline = None if timeout is None else start + timeout
-    socket_timeout = getattr(client, "connection_pool", None)
-    socket_timeout = (
-        getattr(socket_timeout, "connection_kwargs", {}).get("socket_timeout")
-        if socket_timeout is not None
-        else None
-    )
+    stale_after = clock.stale_after
+    # A BLOCK longer than the client's socket_timeout would time the client out itself.
+    pool = getattr(client, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    socket_timeout = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
     expected = 0
     existed = False
     if last not in ("0", "0-0"):
         try:
-            found = client.xrange(key, last, last)
-            exists = bool(found) or client.exists(key)
+            found = clock.call(stale_after, client.xrange, key, last, last)
+            exists = bool(found) or clock.call(stale_after, client.exists, key)
+        except BlazenError:
+            raise  # blazen's TimeoutError is an OSError too: not Redis's to report
         except errors as exc:
             msg = f"cannot read Redis stream {key!r}: {type(exc).__name__}: {exc}"
             raise _error("redis_lost", msg) from exc
@@ -135,20 +204,24 @@ def _follow(
         obj = _payload(found[0][1])
         if obj.get("kind") in ("done", "error"):
             return
-        expected = obj["n"] + 1 if "n" in obj else 0
+        expected = obj["n"] + 1 if isinstance(obj.get("n"), int) else 0
     heard = time.monotonic()  # when the producer was last heard of (an entry, or a beat)
     while True:
         now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            msg = f"follow({key!r}) waited {timeout} s without reaching the stream's end"
-            raise TimeoutError(msg, limit="timeout", seconds=float(timeout or 0))
+        if clock.deadline is not None and now >= clock.deadline:
+            raise clock.expired()
         wait = min(MAX_BLOCK, max(0.001, heard + stale_after - now))
-        if deadline is not None:
-            wait = min(wait, deadline - now)
+        if clock.deadline is not None:
+            wait = min(wait, clock.deadline - now)
         if socket_timeout:
             wait = min(wait, socket_timeout / 2)
+        block = max(1, int(wait * 1000))
         try:
-            reply = client.xread({key: last}, count=512, block=max(1, int(wait * 1000)))
+            # Mute when no answer comes by the end of the block, plus the time a reply takes.
+            mute = max(heard + stale_after - now, block / 1000) + REPLY_SLACK
+            reply = clock.call(mute, client.xread, {key: last}, count=512, block=block)
+        except BlazenError:
+            raise
         except errors as exc:
             if time.monotonic() - heard >= stale_after:
                 msg = (
@@ -179,7 +252,9 @@ def _follow(
         if time.monotonic() - heard < stale_after:
             continue
         try:
-            exists = client.exists(key)
+            exists = clock.call(stale_after, client.exists, key)
+        except BlazenError:
+            raise
         except errors:
             continue  # the read above reports Redis itself
         if exists:

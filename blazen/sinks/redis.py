@@ -9,6 +9,23 @@ stream is silent so that readers can tell a slow model from a dead producer.
 After the first entry every ``XADD`` is ``NOMKSTREAM``: if the key vanished (Redis
 restarted without persistence, the key was deleted or expired) the sink fails instead of
 starting a stream that would silently lack its beginning.
+
+Every wait of the sink and the deadline that bounds it (one test each in
+``tests/hostile/test_waits_are_bounded.py``):
+
+| wait                                      | bounded by                                      |
+|-------------------------------------------|-------------------------------------------------|
+| the ``open`` entry, in the constructor    | ``write_timeout`` (``ConnectionError``)          |
+| each event's XADD (+ EXPIRE), a callback  | ``write_timeout``: then the sink is broken and   |
+|                                           | the stream aborts with ``CallbackError``         |
+| a beat's XADD, on the beat thread         | ``write_timeout``: the beats stop, readers see   |
+|                                           | ``producer_lost`` after their ``stale_after``    |
+| a callback waiting for a beat's write     | the beat's ``write_timeout`` (the lock is held   |
+|                                           | only around one bounded write)                   |
+| the beat thread's sleep                   | ``beat / 2``; it ends at the terminal            |
+
+Each Redis call runs on the sink's own :class:`~.bounded.Caller` thread, so neither a
+client without ``socket_timeout`` nor redis-py's retries can stretch a write.
 """
 
 from __future__ import annotations
@@ -23,6 +40,7 @@ from typing import Any, Optional
 from .._codec import dumps, encode_chunk, encode_done, encode_error
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError, CallbackError, ConnectionError, ValidationError
+from .bounded import Caller, Unanswered
 
 __all__ = ["RedisStreamSink", "redis_errors"]
 
@@ -62,7 +80,12 @@ class RedisStreamSink:
       runs, at most this long after the producer was last heard of, so a dead producer's
       key goes away too).
     - ``beat``: while no event is written for this many seconds the sink writes a beat;
-      a reader's ``stale_after`` must be longer.
+      a reader's ``stale_after`` must be longer. ``ttl`` must be at least ``4 * beat``:
+      the key's expiry is renewed by writes, beats included, and a shorter ``ttl`` would
+      let the key of a live but silent stream expire between two beats.
+    - ``write_timeout``: the longest one write may take (10 s); a Redis that does not
+      answer by then (frozen, unreachable) breaks the sink, whatever ``client`` was built
+      with.
 
     The key must be new: a stream already there raises :class:`~blazen.ValidationError`
     (use one key per stream, e.g. the task id). A Redis that goes away mid-stream makes the
@@ -82,6 +105,7 @@ class RedisStreamSink:
         maxlen: Optional[int] = None,
         ttl: float = 3600,
         beat: float = 5.0,
+        write_timeout: float = 10.0,
     ) -> None:
         if not callable(getattr(client, "xadd", None)):
             msg = f"client must be a redis.Redis, got {type(client).__name__}"
@@ -99,6 +123,14 @@ class RedisStreamSink:
         self.maxlen = maxlen
         self.ttl = max(1, math.ceil(_positive("ttl", ttl) or 1))
         self.beat = _positive("beat", beat) or 5.0
+        if self.ttl < 4 * self.beat:
+            msg = (
+                f"ttl={ttl!r} is shorter than 4 beats (beat={beat!r}): the key of a silent "
+                "stream would expire between beats; give a longer ttl or a shorter beat"
+            )
+            raise ValueError(msg)
+        self.write_timeout = _positive("write_timeout", write_timeout) or 10.0
+        self._caller = Caller(f"blazen-redis-{key}")
         self._errors = redis_errors()
         # The beat thread and the callbacks write in turn: numbers stay in order.
         self._lock = threading.Lock()
@@ -120,14 +152,25 @@ class RedisStreamSink:
     def __repr__(self) -> str:
         return f"RedisStreamSink(key={self.key!r}, maxlen={self.maxlen!r}, ttl={self.ttl!r})"
 
+    def _call(self, fn: Any, *args: Any, **kw: Any) -> Any:
+        """``fn(*args, **kw)`` on the sink's Caller thread, within ``write_timeout``."""
+        try:
+            return self._caller.call(self.write_timeout, lambda: fn(*args, **kw))
+        except Unanswered:
+            msg = f"Redis did not answer within write_timeout={self.write_timeout:g} s"
+            raise TimeoutError(msg) from None
+
     def _open(self) -> None:
         import redis
 
-        try:
+        def write_open() -> Any:
             pipe = self.client.pipeline(transaction=True)
             pipe.xadd(self.key, {"e": '{"kind":"open"}'}, id=OPEN_ID)
             pipe.expire(self.key, self.ttl)
-            pipe.execute()
+            return pipe.execute()
+
+        try:
+            self._call(write_open)
         except redis.ResponseError as exc:
             if "equal or smaller" not in str(exc):
                 raise
@@ -136,7 +179,8 @@ class RedisStreamSink:
                 "stream (e.g. the task id), or delete the old one first"
             )
             raise ValidationError(msg) from None
-        except self._errors as exc:
+        except self._errors as exc:  # TimeoutError (no answer) is an OSError
+            self._caller.close()
             msg = f"cannot open Redis stream {self.key!r}: {type(exc).__name__}: {exc}"
             raise ConnectionError(msg) from exc
 
@@ -150,13 +194,17 @@ class RedisStreamSink:
             if not beat:
                 obj["n"] = self._n
             try:
-                added = self.client.xadd(
-                    self.key, {"e": dumps(obj)}, maxlen=self.maxlen, nomkstream=True
+                added = self._call(
+                    self.client.xadd,
+                    self.key,
+                    {"e": dumps(obj)},
+                    maxlen=self.maxlen,
+                    nomkstream=True,
                 )
                 if added is not None and now - self._expired_at > self.ttl / 2:
-                    self.client.expire(self.key, self.ttl)
+                    self._call(self.client.expire, self.key, self.ttl)
                     self._expired_at = now
-            except self._errors as exc:
+            except self._errors as exc:  # TimeoutError (no answer) is an OSError
                 self.broken = exc
                 raise self._lost(exc) from exc
             if added is None:
@@ -168,6 +216,7 @@ class RedisStreamSink:
 
     def _lost(self, why: BaseException) -> ConnectionError:
         self._ended.set()
+        self._caller.close()
         return ConnectionError(
             f"the Redis stream {self.key!r} can no longer be written "
             f"({type(why).__name__}: {why}); its readers will see it end"
@@ -177,11 +226,12 @@ class RedisStreamSink:
         try:
             self._write(obj)
             try:
-                self.client.expire(self.key, self.ttl)
-            except self._errors as exc:
+                self._call(self.client.expire, self.key, self.ttl)
+            except self._errors as exc:  # TimeoutError (no answer) is an OSError
                 raise self._lost(exc) from exc
         finally:
             self._ended.set()
+            self._caller.close()
 
     def on_chunk(self, chunk: StreamChunk) -> None:
         """Append the chunk."""
@@ -209,7 +259,7 @@ def _beat_loop(ref: weakref.ref[RedisStreamSink], every: float, ended: threading
     # Holds the sink weakly: a sink dropped without a terminal ends its thread too.
     while not ended.wait(every / 2):
         sink = ref()
-        if sink is None:
+        if sink is None or ended.is_set():
             return
         try:
             sink._write({"kind": "beat"}, beat=True)

@@ -17,22 +17,27 @@ that a cancelled stream really hung up. Example::
 
 :mod:`.replies` holds what the server answers (:class:`Reply` and the :class:`Pause`,
 :class:`Stall` and :class:`Drop` between writes), :mod:`.wire` the builders of wire bytes,
-:mod:`.server` the server and its records, and :mod:`.recorder` the :class:`Recorder` of
-callbacks. Nothing here imports the rest of blazen: the fake server stays independent of
-the client it tests.
+:mod:`.server` the server and its records, :mod:`.recorder` the :class:`Recorder` of
+callbacks, and :mod:`.batches` a fake of the providers' batch APIs (:class:`BatchServer`).
+Nothing here imports the rest of blazen: the fake servers stay independent of the client
+they test.
 """
 
 from __future__ import annotations
 
+from .batches import BatchFailure, BatchServer, FakeBatch
 from .recorder import Recorder
 from .replies import Action, Drop, Pause, Reply, Stall
 from .server import ConnectionRecord, RecordedRequest, StreamServer
-from .wire import openai_sse, openai_tool_sse, split_bytes, sse, sse_event
+from .wire import openai_sse, openai_tool_sse, responses_sse, split_bytes, sse, sse_event
 
 __all__ = [
     "Action",
+    "BatchFailure",
+    "BatchServer",
     "ConnectionRecord",
     "Drop",
+    "FakeBatch",
     "Pause",
     "RecordedRequest",
     "Recorder",
@@ -41,6 +46,7 @@ __all__ = [
     "StreamServer",
     "openai_sse",
     "openai_tool_sse",
+    "responses_sse",
     "split_bytes",
     "sse",
     "sse_event",

@@ -65,6 +65,12 @@ class StreamServer:
     ``respond(request)`` if given (a reply made from what was asked), else ``default`` if
     given, else 500. Connections are kept alive between requests, as real
     providers do. Use it as a context manager, or call :meth:`start` and :meth:`stop`.
+    Example::
+
+        with StreamServer([Reply.sse(openai_sse(["Hel", "lo"]))]) as server:
+            model = Providers.openai_compat("test", server.base_url)
+            assert Streaming.complete(model, req).content == "Hello"
+            assert server.requests[0].json()["stream"] is True
     """
 
     def __init__(

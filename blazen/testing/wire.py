@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional, Union
 
-__all__ = ["openai_sse", "openai_tool_sse", "split_bytes", "sse", "sse_event"]
+__all__ = ["openai_sse", "openai_tool_sse", "responses_sse", "split_bytes", "sse", "sse_event"]
 
 
 def sse_event(data: Union[str, Mapping[str, Any]], event: Optional[str] = None) -> bytes:
@@ -100,3 +100,76 @@ def split_bytes(data: Union[bytes, Iterable[bytes]], cuts: Iterable[int]) -> lis
         prev = cut
     out.append(blob[prev:])
     return [p for p in out if p]
+
+
+class _Responses:
+    """The events of one Responses API stream, numbered in order as OpenAI numbers them."""
+
+    def __init__(self, model: str, response_id: str) -> None:
+        self.events: list[bytes] = []
+        self.output: list[dict[str, Any]] = []
+        self.head = {"id": response_id, "object": "response", "created_at": 0, "model": model}
+        self.add("response.created", response={**self.head, "status": "in_progress", "output": []})
+
+    def add(self, kind: str, **fields: Any) -> None:
+        payload = {"type": kind, "sequence_number": len(self.events), **fields}
+        self.events.append(sse_event(payload, kind))
+
+    def item(
+        self, added: dict[str, Any], deltas: list[tuple[str, dict[str, Any]]], done: Any
+    ) -> None:
+        index = len(self.output)
+        self.add("response.output_item.added", output_index=index, item=added)
+        for kind, fields in deltas:
+            self.add(kind, item_id=added["id"], output_index=index, **fields)
+        self.add("response.output_item.done", output_index=index, item=done)
+        self.output.append(done)
+
+    def end(self, usage: Optional[Mapping[str, int]]) -> list[bytes]:
+        final = {**self.head, "status": "completed", "output": self.output}
+        final["usage"] = dict(usage) if usage is not None else None
+        self.add("response.completed", response=final)
+        return self.events
+
+
+def responses_sse(
+    text_parts: Iterable[str] = (),
+    *,
+    calls: Iterable[tuple[str, str, Union[str, Mapping[str, Any]]]] = (),
+    usage: Optional[Mapping[str, int]] = None,
+    model: str = "test-model",
+) -> list[bytes]:
+    """The events of an OpenAI Responses API stream: a message of ``text_parts``, then calls.
+
+    ``calls`` holds ``(call_id, name, arguments)`` as for :func:`openai_tool_sse`; ``usage``
+    is the response's (``input_tokens``, ``output_tokens``, ``total_tokens``). Use it with a
+    model made with ``api="responses"``::
+
+        Reply.sse(responses_sse(["Hel", "lo"]))
+    """
+    stream = _Responses(model, "resp_test")
+    parts = list(text_parts)
+    if parts:
+        text = "".join(parts)
+        part = {"type": "output_text", "text": text, "annotations": []}
+        deltas = [
+            ("response.content_part.added", {"content_index": 0, "part": {**part, "text": ""}}),
+            *(("response.output_text.delta", {"content_index": 0, "delta": t}) for t in parts),
+            ("response.output_text.done", {"content_index": 0, "text": text}),
+        ]
+        message = {"id": "msg_test", "type": "message", "role": "assistant"}
+        stream.item(
+            {**message, "status": "in_progress", "content": []},
+            deltas,
+            {**message, "status": "completed", "content": [part]},
+        )
+    for number, (call_id, name, arguments) in enumerate(calls):
+        args = arguments if isinstance(arguments, str) else json.dumps(dict(arguments))
+        call = {"id": f"fc_test{number}", "type": "function_call", "call_id": call_id, "name": name}
+        pieces = [args[i : i + 8] for i in range(0, len(args), 8)]
+        stream.item(
+            {**call, "status": "in_progress", "arguments": ""},
+            [("response.function_call_arguments.delta", {"delta": p}) for p in pieces],
+            {**call, "status": "completed", "arguments": args},
+        )
+    return stream.end(usage)

@@ -3,7 +3,8 @@
 :mod:`.events` holds the values (steps, events, step outputs, results), :mod:`.builder`
 the ``workflow(...)`` builder and its ``run``, :mod:`.validate` the checks that refuse a
 broken workflow, :mod:`.run` the engine that drives one run (with :mod:`.backlog`, its
-calls waiting for a worker), :mod:`.context` what a step sees of its run, and
+calls waiting for a worker, and :mod:`.stepcall`, how one call runs: a thread, or an
+``async`` step's task), :mod:`.context` what a step sees of its run, and
 :mod:`.handoff` the typed messages from step threads to the engine.
 Nothing here knows HTTP; a step that streams reaches the run's cancel token through
 :func:`blazen.cancel_scope`.

@@ -160,7 +160,11 @@ class Workflow:
         ``handler(event)`` or ``handler(event, ctx)`` returns a :class:`StepOutput`, an
         :class:`Event`, a list of events, or None; ``handler=`` may also be an object whose
         ``invoke(event)`` or ``invoke(event, ctx)`` does (a :class:`StepHandler`, as in the
-        Swift and Kotlin seeds). ``"StartEvent"`` and ``"StopEvent"`` in ``accepts`` and
+        Swift and Kotlin seeds). Either may be ``async``: under :meth:`run_async` the
+        coroutine runs on the caller's event loop (and may ``await
+        Streaming.complete_async``); under :meth:`run`, on an event loop of the step call's
+        own thread. A step call that is abandoned (time budget, cancel, the run's end) has
+        its task cancelled. ``"StartEvent"`` and ``"StopEvent"`` in ``accepts`` and
         ``emits`` mean the ``blazen::`` events. ``emits=None`` declares nothing and
         turns off the checks on what the step emits. ``timeout_ms`` limits each call of
         the step; ``max_concurrency`` caps how many of its calls run at once (default: as
@@ -184,6 +188,7 @@ class Workflow:
                 wants_ctx=wants_ctx,
                 timeout_ms=limit,
                 max_concurrency=cap,
+                is_async=is_coroutine_function(call),
             )
             with self._lock:
                 if name in self._steps:
@@ -210,7 +215,10 @@ class Workflow:
             )
 
     def _prepare(
-        self, on_event: Optional[EventCallback], cancel: Optional[CancelToken]
+        self,
+        on_event: Optional[EventCallback],
+        cancel: Optional[CancelToken],
+        loop: Optional[asyncio.AbstractEventLoop] = None,
     ) -> WorkflowRun:
         # The engine (threads, queues, run ids) loads with the first run, not with blazen.
         from .run import WorkflowRun
@@ -230,6 +238,7 @@ class Workflow:
             max_workers=self._max_workers,
             on_event=on_event,
             tokens=tokens,
+            loop=loop,
         )
 
     def run(
@@ -263,6 +272,7 @@ class Workflow:
     ) -> WorkflowResult:
         """:meth:`run` for asyncio: the run happens on a thread, the loop stays free.
 
+        ``async`` step handlers run on this event loop, plain ones on threads.
         ``on_event`` runs on the event loop, in order, and may be a coroutine function.
         Cancelling the awaiting task cancels the run (and the streams in its steps).
         """
@@ -274,7 +284,8 @@ class Workflow:
         def forward(event: Event) -> None:
             loop.call_soon_threadsafe(inbox.put_nowait, event)
 
-        run = self._prepare(None if on_event is None else forward, cancel)
+        # Async steps run on this loop; plain ones on threads, as under run().
+        run = self._prepare(None if on_event is None else forward, cancel, loop)
         from .run import observer_error  # loaded by _prepare already
         done: asyncio.Future[WorkflowResult] = loop.create_future()
 

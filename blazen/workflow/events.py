@@ -212,6 +212,8 @@ class Step:
     wants_ctx: bool
     timeout_ms: Optional[float]
     max_concurrency: Optional[int]
+    #: Whether the handler is a coroutine function: awaited on an event loop.
+    is_async: bool = False
 
 
 def result_of(stop: Event) -> Any:

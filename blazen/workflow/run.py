@@ -7,6 +7,8 @@ are observed in one order, and a run can end at once (time budget, cancel, failu
 waiting for a step: each step call runs under its own ``CancelToken`` as the ambient token,
 which the dispatcher cancels to stop the streams inside, and the step's thread is left to
 finish on its own.
+
+How one call runs (a thread, or an ``async`` step's task on a loop) is :mod:`.stepcall`'s.
 """
 
 from __future__ import annotations
@@ -16,19 +18,18 @@ import functools
 import queue
 import threading
 import time
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._cancel import CancelToken, cancel_scope
+from .._cancel import CancelToken
 from .._telemetry import operation_span
 from ..errors import CancelledError, TimeoutError, ValidationError, WorkflowError
 from .backlog import Backlog
-from .context import Context, Shared
+from .context import Shared
 from .events import (
     START_EVENT,
     STOP_EVENT,
     Event,
     Step,
-    StepOutput,
     WorkflowResult,
     result_of,
 )
@@ -41,30 +42,12 @@ from .handoff import (
     StepRaised,
     StepReturned,
 )
+from .stepcall import step_task, step_thread
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["WorkflowRun", "observer_error"]
-
-
-def _step_thread(shared: Shared, call: StepCall) -> None:
-    step = call.step
-    outcome: Union[StepReturned, StepRaised]
-    attributes = {"blazen.workflow.step": step.name, "blazen.workflow.event": call.event.event_type}
-    try:
-        # The step thread runs in a copy of the dispatcher's context: the run's span is
-        # current, and this step's span its child.
-        with operation_span(f"step {step.name}", attributes), cancel_scope(call.token):
-            if step.wants_ctx:
-                value = step.handler(call.event, Context(shared, call))
-            else:
-                value = step.handler(call.event)
-        outcome = StepReturned(call, StepOutput.of(value).events)
-    except BaseException as exc:  # the dispatcher decides what any failure means
-        outcome = StepRaised(call, exc)
-    shared.finish(outcome)
-    # The call is over: what its token still reaches (a stream in a thread the step left
-    # behind) works for nobody now.
-    did = "returned" if isinstance(outcome, StepReturned) else "raised"
-    call.token.cancel(f"step {step.name!r} has {did}")
 
 
 class WorkflowRun:
@@ -79,6 +62,7 @@ class WorkflowRun:
         max_workers: int,
         on_event: Optional[Callable[[Event], Any]],
         tokens: tuple[CancelToken, ...],
+        loop: Optional[asyncio.AbstractEventLoop] = None,
     ) -> None:
         self.shared = Shared(workflow)
         self.workflow = workflow
@@ -86,6 +70,8 @@ class WorkflowRun:
         self.max_workers = max_workers
         self.on_event = on_event
         self.tokens = tokens
+        #: The loop async steps run on (run_async's), or None: each on its thread's own.
+        self.loop = loop
         self.takers: dict[str, list[Step]] = {}
         for step in steps:
             for event_type in step.accepts:
@@ -262,15 +248,28 @@ class WorkflowRun:
             )
             call = StepCall(step, event, deadline)
             self.running[call] = None
+            if step.is_async and self.loop is not None:
+                self._start_task(call, self.loop)
+                continue
             # Each call gets a copy of this thread's context, so the ambient token it sets
             # (and any contextvar the caller set) belongs to that call alone.
             thread = threading.Thread(
                 target=contextvars.copy_context().run,
-                args=(_step_thread, self.shared, call),
+                args=(step_thread, self.shared, call),
                 name=f"blazen-step-{step.name}",
                 daemon=True,
             )
             thread.start()
+
+    def _start_task(self, call: StepCall, loop: asyncio.AbstractEventLoop) -> None:
+        import asyncio
+
+        # The task runs in a copy of this thread's context (call_soon_threadsafe takes
+        # one), as a step thread does.
+        try:
+            asyncio.run_coroutine_threadsafe(step_task(self.shared, call), loop)
+        except RuntimeError as exc:  # the caller's loop has closed: the call cannot run
+            self.shared.finish(StepRaised(call, exc))
 
     def _cancelled(self, token: CancelToken) -> CancelledError:
         reason = f": {token.reason}" if token.reason else ""

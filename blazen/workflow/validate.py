@@ -84,10 +84,11 @@ def step_types(
 
 
 def is_coroutine_function(fn: Any) -> bool:
-    """Whether ``fn`` is an ``async def`` function (which a step thread cannot run)."""
+    """Whether ``fn`` is an ``async def`` function, or an object whose ``__call__`` is one."""
     import inspect  # on first use: `import blazen` does not pay for it
 
-    return inspect.iscoroutinefunction(fn)
+    call = getattr(fn, "__call__", None)  # noqa: B004 - async callable objects count too
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def step_callable(name: str, handler: Union[Callable[..., Any], StepHandler]) -> Callable[..., Any]:
@@ -117,16 +118,10 @@ def step_callable(name: str, handler: Union[Callable[..., Any], StepHandler]) ->
 def handler_wants_ctx(name: str, handler: Union[Callable[..., Any], StepHandler]) -> bool:
     """Whether step ``name``'s handler takes ``(event, ctx)`` rather than ``(event)``.
 
-    ``handler`` may be a function or a :class:`StepHandler` (its ``invoke`` is checked).
-    Refuses what is neither, a coroutine function, and a function taking no event.
+    ``handler`` may be a function or a :class:`StepHandler` (its ``invoke`` is checked),
+    plain or ``async``. Refuses what is neither, and a function taking no event.
     """
     handler = step_callable(name, handler)
-    if is_coroutine_function(handler):
-        msg = (
-            f"the handler of step {name!r} is a coroutine function; step handlers "
-            "are plain functions, each run on its own thread (run_async included)"
-        )
-        raise TypeError(msg)
     import inspect
 
     try:

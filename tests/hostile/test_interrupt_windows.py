@@ -2,7 +2,7 @@
 
 A signal handler that raises (Ctrl-C's KeyboardInterrupt, a SIGALRM deadline) can land
 anywhere on the calling thread, inside ``Thread.start`` or inside the wait for the worker
-too. ``Run.wait_exit`` only blocks in bounded C-level lock waits and reads plain flags, so
+too. ``Run.wait_exit`` only blocks in bounded C-level lock waits and reads its phase, so
 neither leaves it waiting for ever. (Second interrupts at each place they can land in the
 drivers' handling are in ``test_attack_round4.py``.)
 """
@@ -28,12 +28,12 @@ def test_wait_exit_returns_for_a_worker_that_never_began():
     """Thread.start asked for but cut short before the thread ran: an aborted run is left to
     itself after a moment (it sends nothing if it ever begins), never waited for ever."""
     run = worker.Run(_model("http://127.0.0.1:9"), REQ, lambda item: None)
-    run.starting = True  # as if an interrupt landed inside Thread.start
+    run.phase = worker.Phase.STARTING  # as if an interrupt landed inside Thread.start
     run.abort.abort()  # what the interrupt's handling does
     started = time.monotonic()
     run.wait_exit()
     run.wait_exit()  # and again, as a second interrupt's retry would
-    assert not run.began and time.monotonic() - started < 5
+    assert run.phase is worker.Phase.STARTING and time.monotonic() - started < 5
 
 
 def test_wait_exit_survives_an_interrupt_that_left_its_lock_taken():
@@ -46,4 +46,4 @@ def test_wait_exit_survives_an_interrupt_that_left_its_lock_taken():
     run._gone.acquire(blocking=False)
     started = time.monotonic()
     run.wait_exit()
-    assert run.exited and time.monotonic() - started < 5
+    assert run.phase is worker.Phase.EXITED and time.monotonic() - started < 5

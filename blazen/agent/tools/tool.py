@@ -192,6 +192,11 @@ class Tool:
         return json.loads(json.dumps(self.definition.parameters))  # type: ignore[no-any-return]
 
     @property
+    def span_attributes(self) -> dict[str, Any]:
+        """Extra attributes of this tool's ``execute_tool`` span (an MCP tool names its server)."""
+        return {}
+
+    @property
     def cancel_parameter(self) -> Optional[str]:
         """The parameter that receives the run's :class:`~blazen.CancelToken`, if any."""
         return self._cancel_param

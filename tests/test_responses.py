@@ -1,0 +1,330 @@
+"""The Responses API wire (``api="responses"``): its fixtures replayed over a real socket.
+
+Each fixture in ``tests/fixtures/responses/`` is written from OpenAI's streaming reference
+(https://platform.openai.com/docs/api-reference/responses-streaming); it is served whole,
+and cut into one-byte writes, through the blocking, asyncio and background forms.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import blazen
+from blazen import Llm
+from blazen.testing import Recorder, Reply, StreamServer
+
+from .conftest import fixture_bytes
+
+REQ = Llm.completion_request([Llm.user("hi")])
+
+
+def responses_model(server: StreamServer, **options: Any) -> blazen.ChatModel:
+    """``Providers.openai(api="responses")`` pointed at ``server``, retries off."""
+    options.setdefault("max_retries", 0)
+    return blazen.Providers.openai(
+        api_key="sk-test-SECRET-0123456789", base_url=server.base_url, api="responses", **options
+    )
+
+
+def replay(name: str, *, one_byte: bool = False, form: Any = None, req: Any = REQ) -> Any:
+    """(Recorder, response) for fixture ``name``, whole or one byte per write."""
+    blob = fixture_bytes("responses", name)
+    writes: list[Any] = [blob[i : i + 1] for i in range(len(blob))] if one_byte else [blob]
+    transfer = "close" if name == "truncated.sse" else "chunked"
+    with StreamServer([Reply.sse(writes, transfer=transfer)]) as server:
+        rec = Recorder()
+        run = form or blazen.Streaming.complete
+        resp = run(responses_model(server), req, rec.handler)
+        return rec, resp
+
+
+@pytest.mark.parametrize("one_byte", [False, True], ids=["whole", "1-byte writes"])
+def test_text_streams_as_content_deltas_and_ends_stop_with_usage_and_id(complete, one_byte):
+    """output_text deltas are content; response.completed is done("stop") with its usage and id."""
+    rec, resp = replay("text.sse", one_byte=one_byte, form=complete)
+    assert rec.text == "Why did the scarecrow win an award?"
+    assert [c.content_delta for c in rec.chunks[:-1]] == [
+        "Why did",
+        " the scare",
+        "crow win",
+        " an award?",
+    ]
+    assert rec.chunks[-1].is_final and rec.kinds[-1] == "done"
+    reason, usage = rec.done
+    assert reason == "stop" and resp.raw_finish_reason == "completed"
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (24, 9, 33)
+    assert usage.cached_tokens == 8
+    assert resp.id == "resp_text01" and resp.model == "gpt-5-2025-08-07"
+
+
+@pytest.mark.parametrize("one_byte", [False, True], ids=["whole", "1-byte writes"])
+def test_reasoning_summary_and_a_call_keep_the_encrypted_item_for_the_next_turn(one_byte):
+    """Summary deltas are reasoning; the item from output_item.done is kept whole, before its call."""
+    rec, resp = replay("reasoning_tool_call.sse", one_byte=one_byte)
+    reasoning = "".join(c.reasoning_delta or "" for c in rec.chunks)
+    assert reasoning == (
+        "**Checking the weather**\n\nThe user wants Paris.\n\nI will call get_weather."
+    )
+    assert resp.reasoning == reasoning
+    (call,) = resp.tool_calls
+    assert (call.id, call.name) == ("call_wx01", "get_weather")
+    assert call.arguments() == {"location": "Paris", "unit": "celsius"}
+    assert rec.done[0] == "tool_calls" and resp.usage.reasoning_tokens == 128
+    (part,) = resp.reasoning_parts
+    item = json.loads(part.data)
+    assert item["id"] == "rs_think01" and item["encrypted_content"].startswith("gAAAAABpLm0r")
+    assert len(item["encrypted_content"]) > 100  # the whole one, not the added event's prefix
+    assert (part.provider, part.tool_call_id) == ("openai-responses", "call_wx01")
+    assert resp.message.reasoning_parts == (part,)
+
+
+def test_reasoning_text_of_open_models_is_reasoning_too():
+    """reasoning_text deltas (gpt-oss on vLLM, LM Studio) are reasoning, kept as a thinking part."""
+    rec, resp = replay("reasoning_text.sse")
+    assert resp.reasoning == "We need a haiku." and resp.content == "Autumn moon rises"
+    (part,) = resp.reasoning_parts
+    assert part.kind == "thinking" and part.text == "We need a haiku."
+
+
+@pytest.mark.parametrize("one_byte", [False, True], ids=["whole", "1-byte writes"])
+def test_parallel_calls_with_interleaved_deltas_are_told_apart_by_output_index(one_byte):
+    """Argument deltas of two calls arrive interleaved; each goes to its own call, snapshots grow."""
+    rec, resp = replay("parallel_tool_calls.sse", one_byte=one_byte)
+    assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
+        ("call_A", "get_weather", {"location": "Paris"}),
+        ("call_B", "get_time", {"tz": "Europe/Paris"}),
+    ]
+    snapshots = [c.tool_calls for c in rec.chunks if c.tool_calls]
+    lengths = [sum(len(t.arguments_json) for t in s) for s in snapshots]
+    assert lengths == sorted(lengths) and [len(s) for s in snapshots][:2] == [1, 2]
+    assert rec.chunks[-1].tool_calls == resp.tool_calls and rec.done[0] == "tool_calls"
+
+
+def test_a_custom_tool_call_is_a_tool_call_with_its_free_text_input():
+    """custom_tool_call input deltas make a call whose arguments are the raw input."""
+    _, resp = replay("custom_tool_call.sse")
+    (call,) = resp.tool_calls
+    assert (call.id, call.name, call.arguments_json) == (
+        "call_C",
+        "run_python",
+        "print(sum(range(10)))",
+    )
+
+
+def test_a_refusal_streams_as_refusal_deltas_and_ends_content_filter():
+    """refusal deltas are refusal_delta, never content; the answer ends content_filter."""
+    rec, resp = replay("refusal.sse")
+    assert (
+        "".join(c.refusal_delta or "" for c in rec.chunks) == "I'm sorry, I can't help with that."
+    )
+    assert rec.text == "" and rec.done[0] == "content_filter"
+    assert (
+        resp.refusal == "I'm sorry, I can't help with that."
+        and resp.raw_finish_reason == "completed"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "finish", "raw"),
+    [
+        ("incomplete_length.sse", "length", "max_output_tokens"),
+        ("incomplete_content_filter.sse", "content_filter", "content_filter"),
+    ],
+)
+def test_an_incomplete_response_is_done_with_its_reason(complete, name, finish, raw):
+    """response.incomplete is a done: length for max_output_tokens, content_filter; raw kept."""
+    rec, resp = replay(name, form=complete)
+    assert rec.done[0] == finish and resp.raw_finish_reason == raw
+    assert rec.terminals == 1 and rec.text
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "partial"),
+    [
+        ("failed_midstream.sse", blazen.ProviderError, "Partial "),
+        ("failed_rate_limit.sse", blazen.RateLimitError, ""),
+        ("error_before_content.sse", blazen.RateLimitError, ""),
+        ("error_after_content.sse", blazen.ProviderError, "Some text"),
+        ("error_context_length.sse", blazen.ContextLengthError, ""),
+        ("truncated.sse", blazen.ConnectionError, "The answer is forty"),
+    ],
+)
+def test_each_failure_is_one_typed_error(complete, name, error, partial):
+    """response.failed, an error event (flat or nested) and a cut stream end in one typed error."""
+    rec, resp = replay(name, form=complete)
+    assert resp is None and rec.terminals == 1 and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, error), rec.error
+    assert rec.text == partial
+
+
+def test_a_failed_response_says_what_failed():
+    """The message of response.failed's error reaches the caller, with its code."""
+    rec, _ = replay("failed_midstream.sse")
+    assert "The model produced invalid content." in rec.error.message
+    assert rec.error.error_type == "server_error"
+
+
+def test_unknown_event_types_are_ignored():
+    """Events added after this was written (and their deltas) change nothing."""
+    rec, resp = replay("unknown_events.sse")
+    assert resp.content == "Still fine." and rec.done[0] == "stop"
+
+
+def test_a_server_that_sends_only_finished_items_is_read_from_them():
+    """No deltas at all: the text and the call come from response.output_item.done."""
+    _, resp = replay("items_without_deltas.sse")
+    assert resp.content == "Whole at once."
+    assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
+        ("call_N", "lookup", {"q": 1})
+    ]
+
+
+def test_a_built_in_tool_is_never_a_tool_call_and_the_turn_is_kept_whole():
+    """A web_search_call runs on OpenAI's side: no tool call; chunks show it run; kept whole."""
+    rec, resp = replay("web_search_citations.sse")
+    assert resp.tool_calls == () and rec.done[0] == "stop"
+    assert resp.content == "A sea turtle nest was found."
+    events = [(c.server_tool.name, c.server_tool.status) for c in rec.chunks if c.server_tool]
+    assert events == [("web_search", "running"), ("web_search", "done")]
+    assert all(not c.tool_calls for c in rec.chunks)
+    (kept,) = resp.provider_items
+    assert (kept.provider, kept.kind) == ("openai-responses", "output")
+    assert [item["type"] for item in kept.data] == ["web_search_call", "message"]
+    assert resp.message.provider_items == (kept,)
+
+
+def test_url_citations_are_collected_with_their_span_of_the_answer():
+    """response.output_text.annotation.added is a Citation: url, title, the span it supports."""
+    _, resp = replay("web_search_citations.sse")
+    (cite,) = resp.citations
+    assert (cite.provider, cite.kind) == ("openai-responses", "url_citation")
+    assert (cite.url, cite.title) == ("https://example.com/good-news", "Good news")
+    assert resp.content[cite.text_start : cite.text_end] == "A sea turtle nest was found"
+
+
+# -- non-streaming ----------------------------------------------------------------------
+
+
+def _final_response(name: str) -> dict[str, Any]:
+    """The response object of a fixture's terminal event (what a non-streamed call returns)."""
+    for line in fixture_bytes("responses", name).decode().splitlines():
+        if line.startswith("data:"):
+            obj = json.loads(line[5:])
+            if obj["type"] in ("response.completed", "response.incomplete", "response.failed"):
+                last = obj["response"]
+    return last
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "text.sse",
+        "reasoning_tool_call.sse",
+        "parallel_tool_calls.sse",
+        "incomplete_length.sse",
+        "web_search_citations.sse",
+    ],
+)
+def test_a_whole_response_reads_as_its_stream_does(name):
+    """model.complete(req) on the response object gives what streaming gives."""
+    _, streamed = replay(name)
+    with StreamServer([Reply.json(_final_response(name))]) as server:
+        whole = responses_model(server).complete(REQ)
+        assert server.requests[0].json().get("stream") is None
+    assert whole.content == streamed.content and whole.tool_calls == streamed.tool_calls
+    assert whole.reasoning == streamed.reasoning and whole.usage == streamed.usage
+    assert (whole.finish_reason, whole.raw_finish_reason) == (
+        streamed.finish_reason,
+        streamed.raw_finish_reason,
+    )
+    assert whole.reasoning_parts == streamed.reasoning_parts and whole.id == streamed.id
+    assert whole.citations == streamed.citations
+    assert whole.provider_items == streamed.provider_items
+
+
+def test_a_whole_failed_response_is_its_typed_error():
+    """A non-streamed response with status failed raises the error for its code."""
+    with (
+        StreamServer([Reply.json(_final_response("failed_rate_limit.sse"))]) as server,
+        pytest.raises(blazen.RateLimitError, match="Rate limit reached"),
+    ):
+        responses_model(server).complete(REQ)
+
+
+# -- the other ways of running a stream --------------------------------------------------
+
+
+def test_a_pull_stream_yields_the_same_chunks_and_response():
+    """Streaming.stream on the Responses wire: the chunks in a loop, then the response."""
+    with StreamServer([Reply.sse(fixture_bytes("responses", "reasoning_tool_call.sse"))]) as s:
+        with blazen.Streaming.stream(responses_model(s), REQ) as chunks:
+            seen = list(chunks)
+        resp = chunks.response
+    assert seen[-1].is_final and resp.tool_calls[0].id == "call_wx01"
+    assert "".join(c.reasoning_delta or "" for c in seen) == resp.reasoning
+
+
+def test_a_batch_run_reads_every_item_from_the_responses_wire(tmp_path):
+    """blazen.batch.run with a Responses model: each item's text and usage in the file."""
+    from blazen import batch
+
+    replies = [Reply.sse(fixture_bytes("responses", "text.sse")) for _ in range(3)]
+    with StreamServer(replies) as server:
+        items = [(f"q{i}", REQ) for i in range(3)]
+        out = tmp_path / "r.jsonl"
+        report = batch.run(responses_model(server), items, concurrency=2, out=out)
+    records = sorted(batch.read(out), key=lambda r: r["id"])
+    assert (
+        report.ok == 3
+        and [r["text"] for r in records] == ["Why did the scarecrow win an award?"] * 3
+    )
+    assert records[0]["usage"]["cached_tokens"] == 8
+
+
+def test_every_built_in_tool_runs_on_openais_side_and_is_never_a_tool_call():
+    """Code interpreter, MCP, file search, image generation: events on chunks, no tool calls."""
+    rec, resp = replay("built_in_tools.sse")
+    assert resp.tool_calls == () and all(not c.tool_calls for c in rec.chunks)
+    done = [
+        c.server_tool.name for c in rec.chunks if c.server_tool and c.server_tool.status == "done"
+    ]
+    assert done == ["code_interpreter", "mcp", "file_search", "image_generation"]
+    assert resp.content == "1024, a 4, and a picture." and rec.done[0] == "stop"
+    (kept,) = resp.provider_items
+    assert [i["type"] for i in kept.data] == [
+        "code_interpreter_call",
+        "mcp_call",
+        "file_search_call",
+        "image_generation_call",
+        "message",
+    ]
+    assert kept.data[1]["arguments"] == '{"sides":6}'  # the MCP call's, kept, not run here
+
+
+def test_annotations_only_on_the_finished_item_are_still_citations():
+    """A server that sends no annotation events: the done item's annotations are read."""
+    events = fixture_bytes("responses", "web_search_citations.sse").split(b"\n\n")
+    kept = b"\n\n".join(e for e in events if b"annotation.added" not in e)
+    with StreamServer([Reply.sse(kept)]) as server:
+        resp = blazen.Streaming.complete(responses_model(server), REQ)
+    _, streamed = replay("web_search_citations.sse")
+    assert resp.citations == streamed.citations and len(resp.citations) == 1
+
+
+def test_argument_deltas_that_name_only_their_item_id_reach_their_call():
+    """A delta with item_id but no output_index goes to the call that item announced."""
+    blob = fixture_bytes("responses", "parallel_tool_calls.sse").decode()
+    lines = []
+    for line in blob.split("\n"):
+        if line.startswith("data:") and "function_call_arguments.delta" in line:
+            obj = json.loads(line[5:])
+            del obj["output_index"]
+            line = "data: " + json.dumps(obj)
+        lines.append(line)
+    with StreamServer([Reply.sse("\n".join(lines).encode())]) as server:
+        resp = blazen.Streaming.complete(responses_model(server), REQ)
+    _, whole = replay("parallel_tool_calls.sse")
+    assert resp.tool_calls == whole.tool_calls
