@@ -239,6 +239,19 @@ def test_leaving_the_with_ends_the_server_process_and_the_thread(server_log):
         session.call("add", {"a": 1, "b": 2})
 
 
+def test_a_server_that_lingers_after_its_stdin_closes_is_killed(server_log):
+    """A wrapper that outlives the server (a shell that then sleeps) is ended too, in time."""
+    script = f"{sys.executable} {SERVER} stdio; sleep 60"
+    before = len(mcp_threads())
+    with mcp.stdio(["sh", "-c", script], stderr=server_log) as session:
+        server_pid = int(session.call("pid", {}).text)
+        shell_pid = int(session.call("parent_pid", {}).text)
+        left = time.monotonic()
+    assert time.monotonic() - left < 15
+    assert gone(server_pid) and gone(shell_pid)
+    assert len(mcp_threads()) == before
+
+
 def test_ctrl_c_inside_the_with_still_ends_the_server(server_log):
     """A KeyboardInterrupt in the block goes up, after the server process has ended."""
     before = len(mcp_threads())

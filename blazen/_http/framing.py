@@ -189,41 +189,59 @@ class SseFramer:
         return end >= 0
 
     def _cut(self, buf: bytes, out: list[Event]) -> None:
+        # Blocks are found line by line: a one-byte find is memchr, several times faster
+        # than searching for the two-byte blank line, and the plain forms have one or two
+        # lines. Anything else falls back to that search and to sseclient-py.
         find = buf.find
         startswith = buf.startswith
         add = out.append
+        size = len(buf)
         pos = 0
         try:
             while True:
-                end = find(b"\n\n", pos)
-                if end < 0:
-                    break
-                # The plain forms: "data: X" alone, or "event: N" then "data: X".
-                nl = find(b"\n", pos, end)
-                if nl < 0:
-                    if startswith(b"data: ", pos) and end > pos + 6:
+                nl = find(b"\n", pos)
+                if nl < 0 or nl + 1 >= size:
+                    break  # no whole line, or no byte yet after the last one
+                if nl == pos:
+                    pos += 1  # a blank line before any field dispatches nothing
+                    continue
+                if buf[nl + 1] == 10:
+                    # One line, then the blank line: "data: X".
+                    if startswith(b"data: ", pos) and nl > pos + 6:
                         try:
-                            add(("message", buf[pos + 6 : end].decode()))
-                            pos = end + 2
+                            add(("message", buf[pos + 6 : nl].decode()))
+                            pos = nl + 2
                             continue
                         except UnicodeDecodeError:
                             pass  # sseclient-py reports it, exactly as it would
-                elif (
-                    startswith(b"event: ", pos)
-                    and startswith(b"data: ", nl + 1)
-                    and end > nl + 7
-                    and find(b"\n", nl + 1, end) < 0
-                ):
-                    try:
-                        add((buf[pos + 7 : nl].decode() or "message", buf[nl + 7 : end].decode()))
-                        pos = end + 2
-                        continue
-                    except UnicodeDecodeError:
-                        pass
+                    end = nl
+                else:
+                    nl2 = find(b"\n", nl + 1)
+                    if nl2 < 0 or nl2 + 1 >= size:
+                        break
+                    if buf[nl2 + 1] == 10:
+                        # Two lines: "event: N" then "data: X".
+                        if (
+                            startswith(b"event: ", pos)
+                            and startswith(b"data: ", nl + 1)
+                            and nl2 > nl + 7
+                        ):
+                            try:
+                                name = buf[pos + 7 : nl].decode() or "message"
+                                add((name, buf[nl + 7 : nl2].decode()))
+                                pos = nl2 + 2
+                                continue
+                            except UnicodeDecodeError:
+                                pass
+                        end = nl2
+                    else:
+                        end = find(b"\n\n", nl2 + 1)
+                        if end < 0:
+                            break
                 self._slow(buf[pos : end + 2], out)
                 pos = end + 2
         finally:
-            if pos < len(buf):
+            if pos < size:
                 self._carry.append(buf[pos:])
 
     def _slow(self, block: bytes, out: list[Event]) -> None:

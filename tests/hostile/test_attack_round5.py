@@ -382,3 +382,209 @@ def test_ctrl_c_in_a_stalled_download_stops_at_once_and_says_how_to_resume(tmp_p
     assert "KeyboardInterrupt" in text and "run again with the same out=" in text
     assert KEY not in text
     assert took < 20, f"Ctrl-C took {took:.1f} s"
+
+
+# -- the Responses wire: events out of order, reused indexes, wrong types, deep payloads ------
+
+RESPONSES_REQ = Llm.completion_request([Llm.user("hi")])
+
+
+def _responses(*events: bytes, **options: Any) -> tuple[Any, Any]:
+    from blazen.testing import Recorder, Reply, StreamServer
+
+    options.setdefault("max_retries", 0)
+    with StreamServer([Reply.sse(list(events))]) as server:
+        model = blazen.Providers.openai_compat(
+            "test", server.base_url, api_key=KEY, api="responses", **options
+        )
+        rec = Recorder()
+        resp = blazen.Streaming.complete(model, RESPONSES_REQ, rec.handler)
+    assert rec.terminals == 1
+    return rec, resp
+
+
+def _ev(kind: str, **fields: Any) -> bytes:
+    from blazen.testing import sse_event
+
+    return sse_event({"type": kind, "sequence_number": 0, **fields}, kind)
+
+
+def _created() -> bytes:
+    return _ev(
+        "response.created", response={"id": "resp_1", "model": "gpt-5", "status": "in_progress"}
+    )
+
+
+def _completed(**response: Any) -> bytes:
+    body = {"id": "resp_1", "status": "completed", "model": "gpt-5", **response}
+    return _ev("response.completed", response=body)
+
+
+def _call_item(call_id: str, name: str, arguments: str = "") -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def _malformed(rec: Any, resp: Any) -> None:
+    assert resp is None and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, blazen.ProviderError), repr(rec.error)
+    assert rec.error.error_type == "malformed_payload"
+    assert KEY not in str(rec.error)
+
+
+def test_a_call_delta_before_its_item_is_announced_is_read_from_the_finished_item():
+    """Arguments streamed before output_item.added are not lost: the done item supplies them."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.function_call_arguments.delta", output_index=0, item_id="fc_a", delta='{"x"'),
+        _ev("response.output_item.added", output_index=0, item=_call_item("a", "f")),
+        _ev("response.function_call_arguments.delta", output_index=0, item_id="fc_a", delta=": 1}"),
+        _ev("response.output_item.done", output_index=0, item=_call_item("a", "f", '{"x": 1}')),
+        _completed(),
+    )
+    assert resp is not None and [t.arguments_json for t in resp.tool_calls] == ['{"x": 1}']
+    # The snapshot the callbacks saw last is the finished call, not the tail that streamed.
+    assert [t.arguments_json for t in rec.chunks[-1].tool_calls] == ['{"x": 1}']
+
+
+def test_a_done_for_an_item_never_announced_is_taken_whole_once():
+    """A finished message no event announced gives its text once, then done."""
+    item = {
+        "type": "message",
+        "id": "m1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+    }
+    rec, resp = _responses(
+        _created(), _ev("response.output_item.done", output_index=3, item=item), _completed()
+    )
+    assert resp is not None and resp.content == "hello" and rec.done[0] == "stop"
+
+
+def test_an_output_index_reused_by_a_second_call_never_merges_two_calls():
+    """Two function calls announced at one output_index: never one call with both names."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.output_item.added", output_index=0, item=_call_item("a", "first")),
+        _ev("response.function_call_arguments.delta", output_index=0, delta="{}"),
+        _ev("response.output_item.done", output_index=0, item=_call_item("a", "first", "{}")),
+        _ev("response.output_item.added", output_index=0, item=_call_item("b", "second")),
+        _ev("response.function_call_arguments.delta", output_index=0, delta="{}"),
+        _ev("response.output_item.done", output_index=0, item=_call_item("b", "second", "{}")),
+        _completed(),
+    )
+    if resp is None:
+        _malformed(rec, resp)
+        return
+    names = [t.name for t in resp.tool_calls]
+    assert "firstsecond" not in names and all(t.arguments_json == "{}" for t in resp.tool_calls)
+    assert len({t.id for t in resp.tool_calls}) == len(resp.tool_calls)
+
+
+def test_a_failed_response_after_text_is_one_typed_error_with_the_text_kept():
+    """response.failed after deltas: the typed error, never a done; the partial text on it."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.output_text.delta", output_index=0, content_index=0, delta="Hel"),
+        _ev(
+            "response.failed",
+            response={
+                "id": "resp_1",
+                "status": "failed",
+                "error": {"code": "server_error", "message": "boom"},
+            },
+        ),
+    )
+    assert resp is None and not rec.done and isinstance(rec.error, blazen.ProviderError)
+    assert "boom" in rec.error.message
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        "lots",
+        ["a"],
+        {"input_tokens": "ten", "output_tokens": 2},
+        {"input_tokens": 1, "output_tokens": 2, "output_tokens_details": "x"},
+        {"input_tokens": 1.5, "output_tokens": None, "total_tokens": True},
+    ],
+)
+def test_usage_of_the_wrong_type_is_never_a_crash_nor_a_wrong_number(usage: Any):
+    """A final usage of the wrong shape: malformed payload or no usage, never a raw TypeError."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.output_text.delta", output_index=0, content_index=0, delta="hi"),
+        _completed(usage=usage),
+    )
+    if resp is None:
+        _malformed(rec, resp)
+        return
+    u = resp.usage
+    assert u is None or all(
+        type(getattr(u, f)) is int for f in ("prompt_tokens", "completion_tokens", "total_tokens")
+    ), u
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        _ev("response.output_item.added", output_index=0, item="a string"),
+        _ev("response.output_item.done", output_index=0, item=["a", "list"]),
+        _ev(
+            "response.output_item.done",
+            output_index=0,
+            item={"type": "message", "content": ["not", "parts"]},
+        ),
+        _ev(
+            "response.output_item.done", output_index=0, item={"type": "message", "content": "text"}
+        ),
+        _ev("response.completed", response="done"),
+        _ev("response.incomplete", response={"status": "incomplete", "incomplete_details": "x"}),
+        _ev("response.created", response=["x"]),
+        _ev("response.failed", response="failed"),
+    ],
+    ids=[
+        "added-str",
+        "done-list",
+        "parts-str",
+        "content-str",
+        "completed-str",
+        "incomplete-details-str",
+        "created-list",
+        "failed-str",
+    ],
+)
+def test_an_event_whose_fields_have_the_wrong_shape_is_one_typed_error(event: bytes):
+    """An item or response that is not an object: one ProviderError, never an AttributeError."""
+    rec, resp = _responses(_created(), event, _completed())
+    assert rec.kinds[-1] in ("error", "done")
+    if resp is None:
+        assert isinstance(rec.error, blazen.ProviderError), repr(rec.error)
+        assert not isinstance(rec.error, blazen.InternalError)
+
+
+def test_a_payload_nested_too_deep_is_one_malformed_payload_error():
+    """JSON nested past the parser's recursion limit: a malformed payload, not a RecursionError."""
+    deep = "[" * 100_000 + "]" * 100_000
+    data = (
+        '{"type": "response.output_text.delta", "output_index": 0, "delta": "x", "n": ' + deep + "}"
+    )
+    rec, resp = _responses(
+        _created(), b"event: response.output_text.delta\ndata: " + data.encode() + b"\n\n"
+    )
+    _malformed(rec, resp)
+
+
+def test_a_huge_event_is_refused_with_one_typed_error_and_bounded_memory():
+    """A single event larger than the framing cap: one typed error, not a process-sized buffer."""
+    big = _ev("response.output_text.delta", output_index=0, content_index=0, delta="x" * (64 << 20))
+    rec, resp = _responses(_created(), big)
+    assert resp is None and isinstance(rec.error, blazen.BlazenError)
+    assert not isinstance(rec.error, blazen.InternalError), repr(rec.error)
