@@ -238,7 +238,9 @@ class GeminiEmbeddings:
         name = self._name(model)
         requests: list[dict[str, Any]] = []
         for text in texts:
-            item: dict[str, Any] = {"model": name, "content": {"parts": [{"text": text}]}}
+            # "role": "user" as google-genai's embed_content sends it (optional in the API).
+            content = {"parts": [{"text": text}], "role": "user"}
+            item: dict[str, Any] = {"model": name, "content": content}
             if dimensions is not None:
                 item["outputDimensionality"] = dimensions
             requests.append(item)
