@@ -704,3 +704,31 @@ def test_a_batch_failing_half_way_is_one_typed_error_and_nothing_partial_is_retu
             concurrency=1,
         )
     assert KEY not in str(info.value)
+
+
+# -- Providers.fallback ----------------------------------------------------------------------
+
+
+def test_an_on_rule_that_raises_is_one_typed_error_and_nothing_is_switched_to():
+    """A user's on= predicate that raises ends the stream with one CallbackError, cause kept."""
+    from blazen.testing import Recorder, Reply, StreamServer, openai_sse
+
+    def rule(err: blazen.BlazenError) -> bool:
+        raise LookupError("my rule broke")
+
+    failing = Reply.json({"error": {"message": "no", "type": "server_error"}}, status=503)
+    with StreamServer([failing]) as first, StreamServer(
+        [Reply.sse(openai_sse(("never",)))]
+    ) as second:
+        chain = blazen.Providers.fallback(
+            blazen.Providers.openai(api_key=KEY, base_url=first.base_url, max_retries=0),
+            blazen.Providers.openai(api_key=KEY, base_url=second.base_url, max_retries=0),
+            on=rule,
+        )
+        rec = Recorder()
+        resp = blazen.Streaming.complete(chain, RESPONSES_REQ, rec.handler)
+        assert second.requests == []
+    assert resp is None and rec.terminals == 1 and rec.chunks == []
+    assert isinstance(rec.error, blazen.CallbackError), repr(rec.error)
+    assert isinstance(rec.error.__cause__, LookupError)
+    assert KEY not in str(rec.error)
