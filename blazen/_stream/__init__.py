@@ -3,9 +3,10 @@
 ``ChatModel`` binds a :class:`WireFormat` to a connection pool; :class:`Streaming` runs one
 request (the algorithm in :mod:`.exchange`) on a worker thread (:mod:`.worker`) and
 delivers its events through one I/O-free protocol (:mod:`.delivery`) whose operations
-:mod:`.driving` carries out once for the blocking, asyncio, background and pull drivers. Wire formats plug in from
-:mod:`blazen.providers` by implementing :class:`blazen._kit.WireFormat` (the provider kit,
-one layer down); nothing here knows a provider by name.
+:mod:`.driving` carries out once for the blocking, asyncio, background and pull drivers.
+Wire formats plug in from :mod:`blazen.providers` by implementing
+:class:`blazen._kit.WireFormat` (the provider kit, one layer down); nothing here knows a
+provider by name.
 """
 
 from __future__ import annotations
