@@ -96,10 +96,13 @@ class Abort:
             return not self.aborted
 
     def abort(self) -> None:
-        """Shut the socket down now; the blocked worker wakes with an error."""
+        """Shut the socket down now; the blocked worker wakes with an error.
+
+        Every call shuts down again (a second shutdown is a no-op): an interrupt landing in
+        a first call after the flag was set, before the shutdown, must not leave the worker
+        blocked in a read when the interrupt's handling calls again.
+        """
         with self._lock:
-            if self.aborted:
-                return
             self.aborted = True
             self.event.set()
             if self._pid != os.getpid():

@@ -229,6 +229,24 @@ class StreamState:
         self._current = call
         self._dirty = True
 
+    def tool_arguments(self, index: int, arguments: str) -> bool:
+        """Make the arguments of the call at ``index`` exactly ``arguments``; True if changed.
+
+        For a wire whose finished call repeats its whole arguments (the Responses API's
+        ``output_item.done``): what streamed before may have lost a delta (one sent before
+        its call was announced), and the finished text is the truth. The next snapshot
+        carries it (snapshots replace, never append).
+        """
+        call = self._by_key.get(index)
+        if call is None or type(arguments) is not str or "".join(call.parts) == arguments:
+            return False
+        call.parts[:] = [arguments]
+        if not call.touched:
+            call.touched = True
+            self._touched.append(call)
+        self._dirty = True
+        return True
+
     def _new_call(self, call_id: Optional[str]) -> _Call:
         call = _Call(call_id, len(self._calls))
         self._calls.append(call)

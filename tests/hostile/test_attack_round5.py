@@ -382,3 +382,353 @@ def test_ctrl_c_in_a_stalled_download_stops_at_once_and_says_how_to_resume(tmp_p
     assert "KeyboardInterrupt" in text and "run again with the same out=" in text
     assert KEY not in text
     assert took < 20, f"Ctrl-C took {took:.1f} s"
+
+
+# -- the Responses wire: events out of order, reused indexes, wrong types, deep payloads ------
+
+RESPONSES_REQ = Llm.completion_request([Llm.user("hi")])
+
+
+def _responses(*events: bytes, **options: Any) -> tuple[Any, Any]:
+    from blazen.testing import Recorder, Reply, StreamServer
+
+    options.setdefault("max_retries", 0)
+    with StreamServer([Reply.sse(list(events))]) as server:
+        model = blazen.Providers.openai_compat(
+            "test", server.base_url, api_key=KEY, api="responses", **options
+        )
+        rec = Recorder()
+        resp = blazen.Streaming.complete(model, RESPONSES_REQ, rec.handler)
+    assert rec.terminals == 1
+    return rec, resp
+
+
+def _ev(kind: str, **fields: Any) -> bytes:
+    from blazen.testing import sse_event
+
+    return sse_event({"type": kind, "sequence_number": 0, **fields}, kind)
+
+
+def _created() -> bytes:
+    return _ev(
+        "response.created", response={"id": "resp_1", "model": "gpt-5", "status": "in_progress"}
+    )
+
+
+def _completed(**response: Any) -> bytes:
+    body = {"id": "resp_1", "status": "completed", "model": "gpt-5", **response}
+    return _ev("response.completed", response=body)
+
+
+def _call_item(call_id: str, name: str, arguments: str = "") -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+
+
+def _malformed(rec: Any, resp: Any) -> None:
+    assert resp is None and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, blazen.ProviderError), repr(rec.error)
+    assert rec.error.error_type == "malformed_payload"
+    assert KEY not in str(rec.error)
+
+
+def test_a_call_delta_before_its_item_is_announced_is_read_from_the_finished_item():
+    """Arguments streamed before output_item.added are not lost: the done item supplies them."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.function_call_arguments.delta", output_index=0, item_id="fc_a", delta='{"x"'),
+        _ev("response.output_item.added", output_index=0, item=_call_item("a", "f")),
+        _ev("response.function_call_arguments.delta", output_index=0, item_id="fc_a", delta=": 1}"),
+        _ev("response.output_item.done", output_index=0, item=_call_item("a", "f", '{"x": 1}')),
+        _completed(),
+    )
+    assert resp is not None and [t.arguments_json for t in resp.tool_calls] == ['{"x": 1}']
+    # The snapshot the callbacks saw last is the finished call, not the tail that streamed.
+    assert [t.arguments_json for t in rec.chunks[-1].tool_calls] == ['{"x": 1}']
+
+
+def test_a_done_for_an_item_never_announced_is_taken_whole_once():
+    """A finished message no event announced gives its text once, then done."""
+    item = {
+        "type": "message",
+        "id": "m1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": "hello", "annotations": []}],
+    }
+    rec, resp = _responses(
+        _created(), _ev("response.output_item.done", output_index=3, item=item), _completed()
+    )
+    assert resp is not None and resp.content == "hello" and rec.done[0] == "stop"
+
+
+def test_an_output_index_reused_by_a_second_call_never_merges_two_calls():
+    """Two function calls announced at one output_index: never one call with both names."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.output_item.added", output_index=0, item=_call_item("a", "first")),
+        _ev("response.function_call_arguments.delta", output_index=0, delta="{}"),
+        _ev("response.output_item.done", output_index=0, item=_call_item("a", "first", "{}")),
+        _ev("response.output_item.added", output_index=0, item=_call_item("b", "second")),
+        _ev("response.function_call_arguments.delta", output_index=0, delta="{}"),
+        _ev("response.output_item.done", output_index=0, item=_call_item("b", "second", "{}")),
+        _completed(),
+    )
+    if resp is None:
+        _malformed(rec, resp)
+        return
+    names = [t.name for t in resp.tool_calls]
+    assert "firstsecond" not in names and all(t.arguments_json == "{}" for t in resp.tool_calls)
+    assert len({t.id for t in resp.tool_calls}) == len(resp.tool_calls)
+
+
+def test_a_failed_response_after_text_is_one_typed_error_with_the_text_kept():
+    """response.failed after deltas: the typed error, never a done; the partial text on it."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.output_text.delta", output_index=0, content_index=0, delta="Hel"),
+        _ev(
+            "response.failed",
+            response={
+                "id": "resp_1",
+                "status": "failed",
+                "error": {"code": "server_error", "message": "boom"},
+            },
+        ),
+    )
+    assert resp is None and not rec.done and isinstance(rec.error, blazen.ProviderError)
+    assert "boom" in rec.error.message
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        "lots",
+        ["a"],
+        {"input_tokens": "ten", "output_tokens": 2},
+        {"input_tokens": 1, "output_tokens": 2, "output_tokens_details": "x"},
+        {"input_tokens": 1.5, "output_tokens": None, "total_tokens": True},
+    ],
+)
+def test_usage_of_the_wrong_type_is_never_a_crash_nor_a_wrong_number(usage: Any):
+    """A final usage of the wrong shape: malformed payload or no usage, never a raw TypeError."""
+    rec, resp = _responses(
+        _created(),
+        _ev("response.output_text.delta", output_index=0, content_index=0, delta="hi"),
+        _completed(usage=usage),
+    )
+    if resp is None:
+        _malformed(rec, resp)
+        return
+    u = resp.usage
+    assert u is None or all(
+        type(getattr(u, f)) is int for f in ("prompt_tokens", "completion_tokens", "total_tokens")
+    ), u
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        _ev("response.output_item.added", output_index=0, item="a string"),
+        _ev("response.output_item.done", output_index=0, item=["a", "list"]),
+        _ev(
+            "response.output_item.done",
+            output_index=0,
+            item={"type": "message", "content": ["not", "parts"]},
+        ),
+        _ev(
+            "response.output_item.done", output_index=0, item={"type": "message", "content": "text"}
+        ),
+        _ev("response.completed", response="done"),
+        _ev("response.incomplete", response={"status": "incomplete", "incomplete_details": "x"}),
+        _ev("response.created", response=["x"]),
+        _ev("response.failed", response="failed"),
+    ],
+    ids=[
+        "added-str",
+        "done-list",
+        "parts-str",
+        "content-str",
+        "completed-str",
+        "incomplete-details-str",
+        "created-list",
+        "failed-str",
+    ],
+)
+def test_an_event_whose_fields_have_the_wrong_shape_is_one_typed_error(event: bytes):
+    """An item or response that is not an object: one ProviderError, never an AttributeError."""
+    rec, resp = _responses(_created(), event, _completed())
+    assert rec.kinds[-1] in ("error", "done")
+    if resp is None:
+        assert isinstance(rec.error, blazen.ProviderError), repr(rec.error)
+        assert not isinstance(rec.error, blazen.InternalError)
+
+
+def test_a_payload_nested_too_deep_is_one_malformed_payload_error():
+    """JSON nested past the parser's recursion limit: a malformed payload, not a RecursionError."""
+    deep = "[" * 100_000 + "]" * 100_000
+    data = (
+        '{"type": "response.output_text.delta", "output_index": 0, "delta": "x", "n": ' + deep + "}"
+    )
+    rec, resp = _responses(
+        _created(), b"event: response.output_text.delta\ndata: " + data.encode() + b"\n\n"
+    )
+    _malformed(rec, resp)
+
+
+def test_a_huge_event_is_refused_with_one_typed_error_and_bounded_memory():
+    """A single event larger than the framing cap: one typed error, not a process-sized buffer."""
+    big = _ev("response.output_text.delta", output_index=0, content_index=0, delta="x" * (64 << 20))
+    rec, resp = _responses(_created(), big)
+    assert resp is None and isinstance(rec.error, blazen.BlazenError)
+    assert not isinstance(rec.error, blazen.InternalError), repr(rec.error)
+
+
+# -- embeddings: vectors that lie ---------------------------------------------------------
+
+
+def _embed_answer(data: list[dict[str, Any]]) -> Any:
+    from blazen.testing import Reply
+
+    return Reply.json(
+        {
+            "object": "list",
+            "data": data,
+            "model": "e",
+            "usage": {"prompt_tokens": 3, "total_tokens": 3},
+        }
+    )
+
+
+def _embed(*replies: Any, texts: Any = ("a", "b", "c"), **kw: Any) -> Any:
+    from blazen.testing import StreamServer
+
+    with StreamServer(list(replies)) as server:
+        model = blazen.Providers.openai(api_key=KEY, base_url=server.base_url, max_retries=0)
+        return model.embed(list(texts), **kw)
+
+
+@pytest.mark.parametrize(
+    "indexes", [[0, 0, 1], [0, 1, 5], [2, 2, 2], [0, 1, None], ["0", "1", "x"]]
+)
+def test_vectors_whose_indexes_are_not_each_input_once_are_a_malformed_payload(indexes: Any):
+    """Two vectors claiming one index (or one off the end): never a silently shuffled list."""
+    data = [
+        {"object": "embedding", "index": i, "embedding": [float(n), 1.0]}
+        for n, i in enumerate(indexes)
+    ]
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(_embed_answer(data))
+    assert info.value.error_type == "malformed_payload"
+    assert KEY not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
+def test_a_vector_holding_nan_or_infinity_is_a_malformed_payload(bad: str):
+    """A non-finite number in an embedding is refused, never handed on to a vector index."""
+    from blazen.testing import Reply
+
+    body = (
+        '{"object": "list", "model": "e", "data": ['
+        '{"index": 0, "embedding": [0.5, 0.25]}, '
+        '{"index": 1, "embedding": [0.5, ' + bad + "]}]}"
+    )
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(
+            Reply(
+                status=200,
+                headers={"Content-Type": "application/json"},
+                body=[body.encode()],
+                transfer="length",
+            ),
+            texts=("a", "b"),
+        )
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_vectors_of_different_widths_are_a_malformed_payload():
+    """One answer whose vectors differ in length: refused, not a ragged list."""
+    data = [
+        {"index": 0, "embedding": [1.0, 2.0, 3.0]},
+        {"index": 1, "embedding": [1.0, 2.0]},
+    ]
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(_embed_answer(data), texts=("a", "b"))
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_vectors_of_the_wrong_dimensions_are_a_malformed_payload():
+    """dimensions=2 asked, three numbers each came back: refused, saying so."""
+    data = [{"index": i, "embedding": [1.0, 2.0, 3.0]} for i in range(2)]
+    with pytest.raises(blazen.ProviderError, match="dimensions") as info:
+        _embed(_embed_answer(data), texts=("a", "b"), dimensions=2)
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_batches_of_different_widths_in_one_call_are_a_malformed_payload():
+    """Two batches of one call answered with vectors of different lengths: refused."""
+    first = [{"index": 0, "embedding": [1.0, 2.0]}]
+    second = [{"index": 0, "embedding": [1.0, 2.0, 3.0]}]
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(
+            _embed_answer(first),
+            _embed_answer(second),
+            texts=("a", "b"),
+            batch_size=1,
+            concurrency=1,
+        )
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_a_batch_failing_half_way_is_one_typed_error_and_nothing_partial_is_returned():
+    """The second of three batches answers 400: the call raises that error, no short list."""
+    from blazen.testing import Reply
+
+    ok = [{"index": 0, "embedding": [1.0, 2.0]}]
+    bad = Reply.json(
+        {"error": {"message": "bad input", "type": "invalid_request_error"}}, status=400
+    )
+    with pytest.raises(blazen.InvalidRequestError) as info:
+        _embed(
+            _embed_answer(ok),
+            bad,
+            _embed_answer(ok),
+            texts=("a", "b", "c"),
+            batch_size=1,
+            concurrency=1,
+        )
+    assert KEY not in str(info.value)
+
+
+# -- Providers.fallback ----------------------------------------------------------------------
+
+
+def test_an_on_rule_that_raises_is_one_typed_error_and_nothing_is_switched_to():
+    """A user's on= predicate that raises ends the stream with one CallbackError, cause kept."""
+    from blazen.testing import Recorder, Reply, StreamServer, openai_sse
+
+    def rule(err: blazen.BlazenError) -> bool:
+        raise LookupError("my rule broke")
+
+    failing = Reply.json({"error": {"message": "no", "type": "server_error"}}, status=503)
+    with StreamServer([failing]) as first, StreamServer(
+        [Reply.sse(openai_sse(("never",)))]
+    ) as second:
+        chain = blazen.Providers.fallback(
+            blazen.Providers.openai(api_key=KEY, base_url=first.base_url, max_retries=0),
+            blazen.Providers.openai(api_key=KEY, base_url=second.base_url, max_retries=0),
+            on=rule,
+        )
+        rec = Recorder()
+        resp = blazen.Streaming.complete(chain, RESPONSES_REQ, rec.handler)
+        assert second.requests == []
+    assert resp is None and rec.terminals == 1 and rec.chunks == []
+    assert isinstance(rec.error, blazen.CallbackError), repr(rec.error)
+    assert isinstance(rec.error.__cause__, LookupError)
+    assert KEY not in str(rec.error)
