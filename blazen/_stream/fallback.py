@@ -20,11 +20,13 @@ from .._kit import EmbeddingWire
 from .._types import EmbeddingResponse
 from ..errors import (
     BlazenError,
+    CallbackError,
     ConnectionError,
     OverloadedError,
     ProviderError,
     RateLimitError,
     TimeoutError,
+    safe_str,
 )
 from .masks import Masks
 from .model import ChatModel
@@ -139,8 +141,20 @@ class Fallback(ChatModel):
         return self.members
 
     def switches(self, err: BlazenError) -> bool:
-        """Whether a stream moves on to the next member after ``err`` (the ``on=`` rule)."""
-        return self._rule(err)
+        """Whether a stream moves on to the next member after ``err`` (the ``on=`` rule).
+
+        A rule of the caller's that raises is a :class:`~blazen.CallbackError` (its cause
+        the exception), not blazen's own failure: the stream ends with it.
+        """
+        try:
+            return bool(self._rule(err))
+        except Exception as exc:
+            msg = (
+                f"the fallback's on= rule raised {type(exc).__name__}: {safe_str(exc)} when "
+                f"asked about {type(err).__name__}; the stream stopped without trying the "
+                "next model (fix the rule)"
+            )
+            raise CallbackError(msg) from exc
 
     @property
     def provider(self) -> str:

@@ -588,3 +588,147 @@ def test_a_huge_event_is_refused_with_one_typed_error_and_bounded_memory():
     rec, resp = _responses(_created(), big)
     assert resp is None and isinstance(rec.error, blazen.BlazenError)
     assert not isinstance(rec.error, blazen.InternalError), repr(rec.error)
+
+
+# -- embeddings: vectors that lie ---------------------------------------------------------
+
+
+def _embed_answer(data: list[dict[str, Any]]) -> Any:
+    from blazen.testing import Reply
+
+    return Reply.json(
+        {
+            "object": "list",
+            "data": data,
+            "model": "e",
+            "usage": {"prompt_tokens": 3, "total_tokens": 3},
+        }
+    )
+
+
+def _embed(*replies: Any, texts: Any = ("a", "b", "c"), **kw: Any) -> Any:
+    from blazen.testing import StreamServer
+
+    with StreamServer(list(replies)) as server:
+        model = blazen.Providers.openai(api_key=KEY, base_url=server.base_url, max_retries=0)
+        return model.embed(list(texts), **kw)
+
+
+@pytest.mark.parametrize(
+    "indexes", [[0, 0, 1], [0, 1, 5], [2, 2, 2], [0, 1, None], ["0", "1", "x"]]
+)
+def test_vectors_whose_indexes_are_not_each_input_once_are_a_malformed_payload(indexes: Any):
+    """Two vectors claiming one index (or one off the end): never a silently shuffled list."""
+    data = [
+        {"object": "embedding", "index": i, "embedding": [float(n), 1.0]}
+        for n, i in enumerate(indexes)
+    ]
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(_embed_answer(data))
+    assert info.value.error_type == "malformed_payload"
+    assert KEY not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "Infinity", "-Infinity"])
+def test_a_vector_holding_nan_or_infinity_is_a_malformed_payload(bad: str):
+    """A non-finite number in an embedding is refused, never handed on to a vector index."""
+    from blazen.testing import Reply
+
+    body = (
+        '{"object": "list", "model": "e", "data": ['
+        '{"index": 0, "embedding": [0.5, 0.25]}, '
+        '{"index": 1, "embedding": [0.5, ' + bad + "]}]}"
+    )
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(
+            Reply(
+                status=200,
+                headers={"Content-Type": "application/json"},
+                body=[body.encode()],
+                transfer="length",
+            ),
+            texts=("a", "b"),
+        )
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_vectors_of_different_widths_are_a_malformed_payload():
+    """One answer whose vectors differ in length: refused, not a ragged list."""
+    data = [
+        {"index": 0, "embedding": [1.0, 2.0, 3.0]},
+        {"index": 1, "embedding": [1.0, 2.0]},
+    ]
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(_embed_answer(data), texts=("a", "b"))
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_vectors_of_the_wrong_dimensions_are_a_malformed_payload():
+    """dimensions=2 asked, three numbers each came back: refused, saying so."""
+    data = [{"index": i, "embedding": [1.0, 2.0, 3.0]} for i in range(2)]
+    with pytest.raises(blazen.ProviderError, match="dimensions") as info:
+        _embed(_embed_answer(data), texts=("a", "b"), dimensions=2)
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_batches_of_different_widths_in_one_call_are_a_malformed_payload():
+    """Two batches of one call answered with vectors of different lengths: refused."""
+    first = [{"index": 0, "embedding": [1.0, 2.0]}]
+    second = [{"index": 0, "embedding": [1.0, 2.0, 3.0]}]
+    with pytest.raises(blazen.ProviderError) as info:
+        _embed(
+            _embed_answer(first),
+            _embed_answer(second),
+            texts=("a", "b"),
+            batch_size=1,
+            concurrency=1,
+        )
+    assert info.value.error_type == "malformed_payload"
+
+
+def test_a_batch_failing_half_way_is_one_typed_error_and_nothing_partial_is_returned():
+    """The second of three batches answers 400: the call raises that error, no short list."""
+    from blazen.testing import Reply
+
+    ok = [{"index": 0, "embedding": [1.0, 2.0]}]
+    bad = Reply.json(
+        {"error": {"message": "bad input", "type": "invalid_request_error"}}, status=400
+    )
+    with pytest.raises(blazen.InvalidRequestError) as info:
+        _embed(
+            _embed_answer(ok),
+            bad,
+            _embed_answer(ok),
+            texts=("a", "b", "c"),
+            batch_size=1,
+            concurrency=1,
+        )
+    assert KEY not in str(info.value)
+
+
+# -- Providers.fallback ----------------------------------------------------------------------
+
+
+def test_an_on_rule_that_raises_is_one_typed_error_and_nothing_is_switched_to():
+    """A user's on= predicate that raises ends the stream with one CallbackError, cause kept."""
+    from blazen.testing import Recorder, Reply, StreamServer, openai_sse
+
+    def rule(err: blazen.BlazenError) -> bool:
+        raise LookupError("my rule broke")
+
+    failing = Reply.json({"error": {"message": "no", "type": "server_error"}}, status=503)
+    with StreamServer([failing]) as first, StreamServer(
+        [Reply.sse(openai_sse(("never",)))]
+    ) as second:
+        chain = blazen.Providers.fallback(
+            blazen.Providers.openai(api_key=KEY, base_url=first.base_url, max_retries=0),
+            blazen.Providers.openai(api_key=KEY, base_url=second.base_url, max_retries=0),
+            on=rule,
+        )
+        rec = Recorder()
+        resp = blazen.Streaming.complete(chain, RESPONSES_REQ, rec.handler)
+        assert second.requests == []
+    assert resp is None and rec.terminals == 1 and rec.chunks == []
+    assert isinstance(rec.error, blazen.CallbackError), repr(rec.error)
+    assert isinstance(rec.error.__cause__, LookupError)
+    assert KEY not in str(rec.error)
