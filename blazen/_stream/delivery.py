@@ -135,6 +135,9 @@ class Delivery:
         #: A cancel token fired: from then on no chunk is delivered, and the stream ends
         #: cancelled even if the worker's done is already queued behind the chunks.
         self.cancelled = False
+        #: ``time.monotonic()`` past which the total timeout has struck (None: no limit).
+        #: The drivers read it between the chunks of one batch, too.
+        self.deadline: Optional[float] = None
         #: The cancel came before the outcome was decided, so the stream ends cancelled.
         self.cancel_won = False
         # Deciding the outcome and a cancel from another thread exclude each other.
@@ -277,6 +280,7 @@ class Delivery:
         now = time.monotonic
         start = last = now()
         end = start + total if total is not None else None
+        self.deadline = end
         queued = False  # waiting for a connection: the idle limit does not run
         # The span waiting for its first chunk: one None check per socket read, no more.
         first = self.telemetry
