@@ -21,7 +21,9 @@ escaped emoji pair across two events) makes that one object be written with ASCI
 ``\\uXXXX`` escapes instead, which JSON defines for exactly this and which every JSON
 reader (Python's, a browser's) turns back into the same string (one exception, by JSON's
 own rules: a high surrogate right before a low one, the two halves of one character that
-arrived in two events, reads back as that one character). Nothing is dropped, no
+arrived in two events, reads back as that one character). U+0085, U+2028 and U+2029,
+which JSON lets stand raw but ``str.splitlines`` breaks lines at, are always escaped, so
+one object is one line for every line reader. Nothing is dropped, no
 writer raises for any text, and a terminal is always written. Only a terminal shown to a
 person replaces what its encoding cannot show, with ``?`` (see :mod:`blazen.cli.output`).
 
@@ -47,7 +49,7 @@ from .errors import BlazenError, ValidationError
 
 __all__ = [
     "VERSION",
-    "Event",
+    "HandlerCall",
     "decode",
     "decode_error",
     "dumps",
@@ -66,7 +68,7 @@ __all__ = [
 VERSION = 1
 
 #: ``(kind, args)``: what a block handler receives, as a value.
-Event = tuple[str, tuple[Any, ...]]
+HandlerCall = tuple[str, tuple[Any, ...]]
 
 _USAGE = tuple(a.name for a in attrs.fields(TokenUsage))
 
@@ -75,8 +77,19 @@ _utf8 = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 _ascii = json.JSONEncoder(ensure_ascii=True, separators=(",", ":")).encode
 
 
+#: Line breaks to Python's ``str.splitlines`` (and to JavaScript before ES2019) that JSON
+#: lets stand raw inside a string: written escaped, so one event is always one line.
+_BREAKS = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+def _one_line(text: str) -> str:
+    if "\x85" in text or "\u2028" in text or "\u2029" in text:
+        return text.translate(_BREAKS)  # only inside strings: nothing else is non-ASCII
+    return text
+
+
 def dumps(obj: Any, *, ascii_only: bool = False) -> str:
-    """``obj`` as compact JSON text that always encodes to UTF-8 (see the writer policy)."""
+    """``obj`` as compact JSON text on one line that always encodes to UTF-8 (the policy)."""
     if ascii_only:
         return _ascii(obj)
     text = _utf8(obj)
@@ -85,13 +98,17 @@ def dumps(obj: Any, *, ascii_only: bool = False) -> str:
             text.encode("utf-8")
         except UnicodeEncodeError:
             return _ascii(obj)  # a lone surrogate: escaped, so it reads back the same
+        return _one_line(text)
     return text
 
 
 def line(obj: Any) -> bytes:
     """``obj`` as one JSON line in UTF-8 bytes, newline included: what files get."""
+    text = _utf8(obj)
+    if text.isascii():
+        return (text + "\n").encode("ascii")
     try:
-        return (_utf8(obj) + "\n").encode("utf-8")
+        return (_one_line(text) + "\n").encode("utf-8")
     except UnicodeEncodeError:
         return (_ascii(obj) + "\n").encode("ascii")
 
@@ -378,7 +395,7 @@ def decode_error(body: Any) -> BlazenError:
     return err
 
 
-def decode(obj: Any) -> Event:
+def decode(obj: Any) -> HandlerCall:
     """A JSON object back to ``(kind, args)`` with real values; ``ValidationError`` if not one."""
     if not isinstance(obj, dict):
         msg = f"not a blazen event: a {type(obj).__name__}, not an object"

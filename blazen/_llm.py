@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Optional, Union
 
@@ -25,25 +24,18 @@ from ._types import (
     ToolDefinition,
     VideoPart,
 )
+from ._types.request_checks import DISPLAYS, EFFORTS, TOOL_CHOICES, check_count, check_number
 
 __all__ = ["Llm"]
 
-_TOOL_CHOICES = ("auto", "none", "required")
-# Every level some provider documents; each wire refuses the ones its API does not take.
-_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-_DISPLAYS = ("omitted", "summarized")
+# One list of each, shared with CompletionRequest's own checks (blazen._types.request_checks).
+_TOOL_CHOICES = TOOL_CHOICES
+_EFFORTS = EFFORTS
+_DISPLAYS = DISPLAYS
 
 
 def _check_number(name: str, value: Optional[float], low: float, high: float) -> Optional[float]:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        msg = f"{name} must be a number, got {type(value).__name__}"
-        raise TypeError(msg)
-    if not (low <= value <= high) or math.isnan(value):
-        msg = f"{name} must be between {low} and {high}, got {value}"
-        raise ValueError(msg)
-    return float(value)
+    return check_number(name, value, low, high)
 
 
 def _image(item: Union[str, ImagePart]) -> ImagePart:
@@ -447,11 +439,4 @@ def _output(
 
 def _check_count(name: str, value: Any) -> None:
     """``TypeError`` unless ``value`` is None or an int (not a bool); ``ValueError`` below 1."""
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        msg = f"{name} must be an int, got {type(value).__name__}"
-        raise TypeError(msg)
-    if value < 1:
-        msg = f"{name} must be at least 1, got {value}"
-        raise ValueError(msg)
+    check_count(name, value)

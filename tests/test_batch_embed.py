@@ -42,3 +42,32 @@ def test_a_failing_chunk_raises_and_keeps_what_was_written(tmp_path):
         with pytest.raises(Exception, match="401"):
             batch.embed(model, ["a", "b", "c", "d"], out=out, chunk=2)
     assert [r["id"] for r in batch.read(out)] == ["0", "1"]
+
+
+def test_blazen_embed_writes_a_vector_per_line_of_input(echo, tmp_path, capsys):  # noqa: F811
+    """``blazen embed TEXTS --out OUT``: JSON lines and plain lines, ids kept, a report."""
+    from blazen import cli
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text('{"id": "a", "text": "t7"}\n\n{"text": "t8"}\n', encoding="utf-8")
+    out = tmp_path / "vectors.jsonl"
+    argv = ["embed", str(texts), "--out", str(out), "--provider", "openai", "--api-key", "k"]
+    assert cli.main([*argv, "--base-url", _echo_url(echo)]) == 0
+    records = list(batch.read(out))
+    assert [(r["id"], batch.vector(r)[0]) for r in records] == [("a", 7.0), ("1", 8.0)]
+    assert "2 embedded" in capsys.readouterr().err
+    plain = tmp_path / "plain.txt"
+    plain.write_text("t1\nt2\n", encoding="utf-8")
+    out2 = tmp_path / "v2.jsonl"
+    assert cli.main(["embed", str(plain), "--out", str(out2), "--provider", "openai", "--api-key", "k", "--base-url", _echo_url(echo)]) == 0
+    assert [batch.vector(r)[0] for r in batch.read(out2)] == [1.0, 2.0]
+
+
+def test_blazen_embed_refuses_a_bad_json_line(tmp_path, capsys):
+    """A JSON line without "text": exit status 2, the line named, nothing sent."""
+    from blazen import cli
+
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text('{"id": "a", "prompt": "x"}\n', encoding="utf-8")
+    code = cli.main(["embed", str(texts), "--out", str(tmp_path / "o.jsonl"), "--provider", "openai", "--api-key", "k", "--base-url", "http://127.0.0.1:9/v1"])
+    assert code == 2 and "line 1" in capsys.readouterr().err

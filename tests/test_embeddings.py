@@ -174,7 +174,7 @@ def test_gemini_embed_uses_batch_embed_contents_with_the_key_in_a_header():
         "requests": [
             {
                 "model": "models/gemini-embedding-001",
-                "content": {"parts": [{"text": t}]},
+                "content": {"parts": [{"text": t}], "role": "user"},
                 "outputDimensionality": 8,
             }
             for t in "abc"
@@ -381,3 +381,24 @@ def test_vectors_come_back_in_input_order_for_any_batching(echo, count, batch_si
     resp = model.embed([f"t{i}" for i in range(count)], batch_size=batch_size, concurrency=concurrency)
     assert [v[0] for v in resp.vectors] == [float(i) for i in range(count)]
     assert sorted(_Echo.batches) == sorted([batch_size] * (count // batch_size) + ([count % batch_size] if count % batch_size else []))
+
+
+def test_gemini_embed_sends_what_google_genai_sends_and_reads_the_same_vectors():
+    """Same path, key header and body as google-genai's ``models.embed_content``; same vectors."""
+    genai = pytest.importorskip("google.genai")
+    types = pytest.importorskip("google.genai.types")
+    body = _body("gemini", "batch.json")
+    with StreamServer([Reply.json(body), Reply.json(body)]) as server:
+        client = genai.Client(
+            api_key=KEY_FOR_TESTS,
+            http_options=types.HttpOptions(base_url=server.url, api_version="v1beta"),
+        )
+        config = types.EmbedContentConfig(output_dimensionality=8)
+        sdk = client.models.embed_content(model="gemini-embedding-001", contents=["a", "b", "c"], config=config)
+        model = Providers.gemini(api_key=KEY_FOR_TESTS, base_url=server.url + "/v1beta")
+        resp = model.embed(["a", "b", "c"], dimensions=8)
+        sdk_req, ours = server.requests
+    assert ours.path == sdk_req.path == "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+    assert ours.json() == sdk_req.json()
+    assert ours.header("x-goog-api-key") == sdk_req.header("x-goog-api-key") == KEY_FOR_TESTS
+    assert [list(v) for v in resp.vectors] == [_floats(e.values) for e in sdk.embeddings]

@@ -250,3 +250,38 @@ def test_embeddings_never_fall_back(servers):
     with pytest.raises(blazen.RateLimitError):
         Providers.fallback(member(first), member(second)).embed(["a"])
     assert second.requests == [] and first.requests[0].path == "/v1/embeddings"
+
+
+def test_an_agent_whose_turns_are_answered_by_different_models(servers):
+    """Turn 1 from the secondary (the primary is rate-limited), turn 2 from the primary."""
+    from blazen import Agent, tool
+    from blazen.testing import openai_tool_sse
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather in a city."""
+        return f"sunny in {city}"
+
+    first, second = servers
+    first.add(error(429, "rate_limit_error"), answer("It is ", "sunny."))
+    second.add(Reply.sse(openai_tool_sse([("call_1", "get_weather", {"city": "Oslo"})], usage=USAGE)))
+    result = Agent(Providers.fallback(member(first), member(second)), tools=[get_weather]).run("Weather?")
+    assert result.text == "It is sunny." and result.iterations == 2
+    assert [r.output for r in result.tool_results] == ["sunny in Oslo"]
+    # The second turn went to the primary, with the secondary's tool call and its result.
+    messages = first.requests[1].json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+
+
+def test_the_fallbacks_timeout_bounds_the_whole_chain(servers):
+    """Both members stall: the chain's total timeout ends it, one TimeoutError, sockets closed."""
+    first, second = servers
+    first.add(Reply(body=[Stall()], raw=True))
+    second.add(Reply(body=[Stall()], raw=True))
+    model = Providers.fallback(member(first, idle_timeout=0.3), member(second), timeout=1.0)
+    rec = Recorder()
+    start = time.monotonic()
+    Streaming.complete(model, REQ, rec.handler)
+    assert rec.kinds == ["error"] and isinstance(rec.error, blazen.TimeoutError)
+    assert rec.error.limit == "total" and time.monotonic() - start < 6
+    assert first.wait_closed(5) and second.wait_closed(5)

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,8 +210,11 @@ def test_ctrl_c_during_a_call_cancels_it_on_the_server(session, tmp_path):
 def test_calls_run_concurrently(session):
     """Two calls from two threads are in flight at once: each sees the other arrive."""
     out: list[str] = []
+    group = uuid.uuid4().hex
     threads = [
-        threading.Thread(target=lambda: out.append(session.call("meet", {"count": 2}).text))
+        threading.Thread(
+            target=lambda: out.append(session.call("meet", {"group": group, "count": 2}).text)
+        )
         for _ in range(2)
     ]
     for t in threads:
@@ -233,6 +237,19 @@ def test_leaving_the_with_ends_the_server_process_and_the_thread(server_log):
     assert len(mcp_threads()) == before
     with pytest.raises(blazen.ConnectionError, match="closed"):
         session.call("add", {"a": 1, "b": 2})
+
+
+def test_a_server_that_lingers_after_its_stdin_closes_is_killed(server_log):
+    """A wrapper that outlives the server (a shell that then sleeps) is ended too, in time."""
+    script = f"{sys.executable} {SERVER} stdio; sleep 60"
+    before = len(mcp_threads())
+    with mcp.stdio(["sh", "-c", script], stderr=server_log) as session:
+        server_pid = int(session.call("pid", {}).text)
+        shell_pid = int(session.call("parent_pid", {}).text)
+        left = time.monotonic()
+    assert time.monotonic() - left < 15
+    assert gone(server_pid) and gone(shell_pid)
+    assert len(mcp_threads()) == before
 
 
 def test_ctrl_c_inside_the_with_still_ends_the_server(server_log):
@@ -429,11 +446,48 @@ def test_two_turns_call_a_python_tool_and_an_mcp_tool_in_parallel(server, model,
 
 def test_the_agent_runs_mcp_calls_concurrently(server, model, session):
     """Two parallel MCP calls in one turn are in flight at once (tool_concurrency=2)."""
+    group = uuid.uuid4().hex
     server.add(
-        tools_turn(("c1", "meet", {"count": 2}), ("c2", "meet", {"count": 2})),
+        tools_turn(
+            ("c1", "meet", {"group": group, "count": 2}),
+            ("c2", "meet", {"group": group, "count": 2}),
+        ),
         text_turn("done"),
     )
     Agent(model, tools=session.tools(), tool_concurrency=2).run("go")
+    assert [m["content"] for m in tool_messages(server, 1)] == ["met", "met"]
+
+
+def test_with_tool_concurrency_1_the_calls_take_turns(server, model, session):
+    """The same turn with tool_concurrency=1: the first call waits alone (the check can fail)."""
+    group = uuid.uuid4().hex
+    server.add(
+        tools_turn(
+            ("c1", "meet", {"group": group, "count": 2}),
+            ("c2", "meet", {"group": group, "count": 2}),
+        ),
+        text_turn("done"),
+    )
+    Agent(model, tools=session.tools(), tool_concurrency=1).run("go")
+    assert [m["content"] for m in tool_messages(server, 1)] == ["alone", "met"]
+
+
+def test_a_python_tool_and_an_mcp_tool_run_at_the_same_time(server, model, session):
+    """In one turn, a Python tool and an MCP tool are in flight together: each meets the other."""
+    group = uuid.uuid4().hex
+
+    @tool
+    def local_meet(count: int) -> str:
+        """Meets the MCP call from this side, through the same server."""
+        return session.call("meet", {"group": group, "count": count}).text
+
+    server.add(
+        tools_turn(
+            ("c1", "local_meet", {"count": 2}), ("c2", "meet", {"group": group, "count": 2})
+        ),
+        text_turn("done"),
+    )
+    Agent(model, tools=[local_meet, *session.tools()]).run("go")
     assert [m["content"] for m in tool_messages(server, 1)] == ["met", "met"]
 
 

@@ -484,3 +484,17 @@ def test_a_fallbacks_span_records_each_hop_and_who_answered(otel):
         ("openai", "RateLimitError")
     ]
     assert dict(span.attributes or {})["gen_ai.provider.name"] == "groq"
+
+
+def test_a_priced_streams_span_carries_its_cost(otel):
+    """gpt-4o-mini through a local server: blazen.usage.cost_usd is genai-prices' price."""
+    genai_prices = pytest.importorskip("genai_prices")
+    reply = Reply.sse(openai_sse(["Hi"], usage=USAGE, model="gpt-4o-mini"))
+    with StreamServer([reply]) as server:
+        model = blazen.Providers.openai(api_key="k", base_url=server.base_url, model="gpt-4o-mini")
+        Streaming.complete(model, Llm.completion_request([Llm.user("hi")]))
+    (span,) = otel.spans()
+    price = genai_prices.calc_price(
+        genai_prices.Usage(input_tokens=10, output_tokens=5), "gpt-4o-mini", provider_id="openai"
+    ).total_price
+    assert dict(span.attributes or {})["blazen.usage.cost_usd"] == pytest.approx(float(price))

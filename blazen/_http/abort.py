@@ -60,6 +60,11 @@ class Abort:
             if self.aborted:
                 _shutdown(sock)
 
+    @property
+    def attached_socket(self) -> Optional[socket.socket]:
+        """The socket attached now, or None: still there after http.client drops its own."""
+        return self._sock
+
     def attach_handshake(self, sock: socket.socket) -> None:
         """Reach a new socket while its TLS handshake runs, until :meth:`end_handshake`.
 
@@ -91,10 +96,13 @@ class Abort:
             return not self.aborted
 
     def abort(self) -> None:
-        """Shut the socket down now; the blocked worker wakes with an error."""
+        """Shut the socket down now; the blocked worker wakes with an error.
+
+        Every call shuts down again (a second shutdown is a no-op): an interrupt landing in
+        a first call after the flag was set, before the shutdown, must not leave the worker
+        blocked in a read when the interrupt's handling calls again.
+        """
         with self._lock:
-            if self.aborted:
-                return
             self.aborted = True
             self.event.set()
             if self._pid != os.getpid():

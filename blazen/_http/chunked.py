@@ -119,15 +119,37 @@ class ChunkedBody:
         end = len(buf)
         left = self._left
         skip = self._skip
+        find = buf.find
+        add = out.append
         while pos < end:
+            if not left and not skip:
+                # The usual case, a whole chunk in the buffer: its size line (a one-byte
+                # find, then int() as http.client reads it), its data, its CRLF. Anything
+                # else (a chunk cut by the read, extensions, the last chunk) is left to the
+                # general steps below.
+                while True:
+                    nl = find(b"\n", pos)
+                    if nl < 0:
+                        break
+                    try:
+                        size = int(buf[pos:nl], 16)
+                    except ValueError:
+                        break
+                    stop = nl + 1 + size
+                    if size <= 0 or stop + 2 > end:
+                        break
+                    add(buf[nl + 1 : stop])
+                    pos = stop + 2
+                if pos >= end:
+                    break
             if left:
                 stop = pos + left
                 if stop > end:
-                    out.append(buf[pos:] if pos else buf)
+                    add(buf[pos:] if pos else buf)
                     left = stop - end
                     pos = end
                     break
-                out.append(buf[pos:stop])
+                add(buf[pos:stop])
                 pos = stop
                 left = 0
                 skip = 2
@@ -137,13 +159,13 @@ class ChunkedBody:
                 skip -= step
                 if skip:
                     break
-            nl = buf.find(b"\r\n", pos)
+            nl = find(b"\n", pos)
             if nl < 0:
                 if end - pos > _MAX_LINE:
                     raise http.client.LineTooLong("chunk size")
                 break
             size = _chunk_size(buf[pos:nl])
-            pos = nl + 2
+            pos = nl + 1
             if size == 0:
                 self._trailer = buf[pos:]
                 pos = end
@@ -156,7 +178,8 @@ class ChunkedBody:
 
 
 def _chunk_size(line: bytes) -> int:
-    # As http.client reads it: extensions after ";" ignored, anything unreadable is a cut body.
+    # As http.client reads it (up to the LF, whitespace such as the CR ignored by int()):
+    # extensions after ";" ignored, anything unreadable is a cut body.
     try:
         size = int(line.split(b";", 1)[0], 16)
     except ValueError:

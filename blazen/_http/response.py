@@ -275,7 +275,11 @@ class Response:
 
     def _budget(self, seconds: float) -> _Budget:
         """A check to run before every socket read: the reads get ``seconds`` in all."""
-        budget = _Budget(seconds, response_socket(self._resp.raw))
+        # The socket the abort holds first: http.client sets ``conn.sock`` to None as soon as
+        # a close-delimited (or ``Connection: close``) response begins, and a budget with no
+        # socket to time out let the drain after [DONE] wait for idle_timeout.
+        sock = self._abort.attached_socket
+        budget = _Budget(seconds, response_socket(self._resp.raw) if sock is None else sock)
         chunked = self._chunked_body()
         if chunked is not None:
             chunked.before_read = budget  # the chunked reader checks before each read itself

@@ -175,6 +175,18 @@ class StreamState:
 
         ``TypeError`` for a fragment of the wrong type: the worker reports a malformed payload.
         """
+        if call_id is None and name is None and type(index) is int and type(arguments) is str:
+            # The usual fragment: more arguments for a call already known by its index.
+            known = self._by_key.get(index)
+            if known is not None:
+                if arguments:
+                    known.parts.append(arguments)
+                if not known.touched:
+                    known.touched = True
+                    self._touched.append(known)
+                self._current = known
+                self._dirty = True
+                return
         for value in (call_id, name, arguments):
             if value is not None and type(value) is not str:
                 msg = f"a tool-call field is {type(value).__name__}, not text"
@@ -216,6 +228,24 @@ class StreamState:
             self._touched.append(call)
         self._current = call
         self._dirty = True
+
+    def tool_arguments(self, index: int, arguments: str) -> bool:
+        """Make the arguments of the call at ``index`` exactly ``arguments``; True if changed.
+
+        For a wire whose finished call repeats its whole arguments (the Responses API's
+        ``output_item.done``): what streamed before may have lost a delta (one sent before
+        its call was announced), and the finished text is the truth. The next snapshot
+        carries it (snapshots replace, never append).
+        """
+        call = self._by_key.get(index)
+        if call is None or type(arguments) is not str or "".join(call.parts) == arguments:
+            return False
+        call.parts[:] = [arguments]
+        if not call.touched:
+            call.touched = True
+            self._touched.append(call)
+        self._dirty = True
+        return True
 
     def _new_call(self, call_id: Optional[str]) -> _Call:
         call = _Call(call_id, len(self._calls))

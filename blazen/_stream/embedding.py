@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .._cancel import CancelToken, tokens_for
 from .._http import Abort, HttpRequest, map_exception, retry_delay
-from .._kit import SHAPE_ERRORS, EmbeddingBatch, EmbeddingWire, shape_error
+from .._kit import SHAPE_ERRORS, EmbeddingBatch, EmbeddingWire, malformed, shape_error
 from .._types import EmbeddingResponse, TokenUsage
 from ..errors import (
     BlazenError,
@@ -209,11 +209,16 @@ class _Embedding:
             if not finished:
                 resp.close()
         try:
-            return wire.parse(body, count)
+            batch = wire.parse(body, count)
         except BlazenError:
             raise
         except SHAPE_ERRORS as exc:
             raise shape_error(wire.provider, exc, body) from exc
+        width = len(batch.vectors[0]) if batch.vectors else None
+        if self.dimensions is not None and width is not None and width != self.dimensions:
+            msg = f"embeddings of {width} dimensions where dimensions={self.dimensions} was asked"
+            raise malformed(wire.provider, msg, body)
+        return batch
 
 
 def _internal(exc: BaseException) -> BlazenError:
@@ -339,7 +344,13 @@ def _collect(
         left -= 1
     if left:  # every worker stopped with batches left: only after an abort
         raise CancelledError("the embedding was aborted")
-    return [r for r in results if r is not None]
+    done = [r for r in results if r is not None]
+    widths = {len(v) for r in done for v in r.vectors[:1]}
+    if len(widths) > 1:
+        # Each batch was whole, but together they are not one space: never a ragged list.
+        msg = f"the batches of one call came back with {len(widths)} different widths"
+        raise job.model.scrub(malformed(provider, msg, ""))
+    return done
 
 
 def _join(job: _Embedding) -> None:

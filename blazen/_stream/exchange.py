@@ -95,7 +95,13 @@ class Exchange:
             if err is None or self.abort.aborted:
                 return
             tried.append((member, err))
-            if self.delivered or member is chain[-1] or not fallback.switches(err):
+            try:
+                stop = self.delivered or member is chain[-1] or not fallback.switches(err)
+            except BlazenError as rule_error:  # the caller's on= rule raised
+                rule_error.attempts = tuple(e for _, e in tried)
+                self.post(Failed(fallback.scrub(rule_error)))
+                return
+            if stop:
                 break
             logger.info(
                 "fallback: %s (%s) failed before any chunk (%s); trying %s",

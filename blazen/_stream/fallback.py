@@ -20,12 +20,15 @@ from .._kit import EmbeddingWire
 from .._types import EmbeddingResponse
 from ..errors import (
     BlazenError,
+    CallbackError,
     ConnectionError,
     OverloadedError,
     ProviderError,
     RateLimitError,
     TimeoutError,
+    safe_str,
 )
+from .masks import Masks
 from .model import ChatModel
 from .options import ModelOptions
 
@@ -120,7 +123,7 @@ class Fallback(ChatModel):
             secrets=(),
         )
         # Every member's keys and passwords are masked in whatever this model reports.
-        self._masks = tuple(mask for m in self.members for mask in m.masks)
+        self._masks = Masks(tuple(mask for m in self.members for mask in m.masks))
         self.embedder: Optional[EmbeddingWire] = primary.embedder
 
     def embed(self, inputs: Any, **kwargs: Any) -> EmbeddingResponse:
@@ -138,8 +141,20 @@ class Fallback(ChatModel):
         return self.members
 
     def switches(self, err: BlazenError) -> bool:
-        """Whether a stream moves on to the next member after ``err`` (the ``on=`` rule)."""
-        return self._rule(err)
+        """Whether a stream moves on to the next member after ``err`` (the ``on=`` rule).
+
+        A rule of the caller's that raises is a :class:`~blazen.CallbackError` (its cause
+        the exception), not blazen's own failure: the stream ends with it.
+        """
+        try:
+            return bool(self._rule(err))
+        except Exception as exc:
+            msg = (
+                f"the fallback's on= rule raised {type(exc).__name__}: {safe_str(exc)} when "
+                f"asked about {type(err).__name__}; the stream stopped without trying the "
+                "next model (fix the rule)"
+            )
+            raise CallbackError(msg) from exc
 
     @property
     def provider(self) -> str:

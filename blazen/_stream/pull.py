@@ -32,7 +32,7 @@ from ..errors import BlazenError
 from . import aio
 from .blocking import advance, how, settle
 from .checks import check_reentry
-from .delivery import Delivery, new_gate
+from .delivery import INTERRUPT_RETRIES, Delivery, new_gate
 from .driving import Ended, Need, carry_out
 from .events import WorkerEvent
 from .worker import start_soon
@@ -173,31 +173,53 @@ class ChunkStream:
         return chunk
 
     def _end(self, how: str) -> None:
-        """End the stream unless it has ended, wait for its worker, and unsubscribe."""
+        """End the stream unless it has ended, wait for its worker, and unsubscribe.
+
+        Idempotent: after an interrupt anywhere inside it, calling it again finishes it.
+        """
         self._over = True
         delivery = self._delivery
-        try:
-            if delivery is not None and not (delivery.ended and delivery.worker_gone):
-                settle(delivery, None, how, new_gate())
-        finally:
-            for unsub in self._unsubscribe:
-                unsub()
-            self._unsubscribe = []
+        if delivery is not None and not (delivery.ended and delivery.worker_gone):
+            settle(delivery, None, how, new_gate())
+        for unsub in self._unsubscribe:
+            unsub()
+        self._unsubscribe = []
 
     def close(self) -> None:
         """End the stream unless it has ended, and wait for its worker thread."""
-        self._end("leaving the with block")
+        self.__exit__(None, None, None)
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Ctrl-C may land anywhere in here, pressed again while a first one leaves the
+        # block: each try starts the idempotent ending over, and every call is inside a
+        # try (the loop's own too: iterating a tuple calls nothing). Once the stream has
+        # ended, an interrupt absorbed meanwhile is raised, unless one is already leaving.
+        absorbed: Optional[BaseException] = None
+        try:
+            for _ in INTERRUPT_RETRIES:
+                try:
+                    self._end("leaving the with block")
+                    break
+                except BaseException as interrupt:
+                    absorbed = interrupt if absorbed is None else absorbed
+        except BaseException as interrupt:  # landed on the loop's jump back: once more
+            absorbed = interrupt if absorbed is None else absorbed
+            # Not contextlib.suppress(): building it is a call, outside any try.
+            try:  # noqa: SIM105
+                self._end("leaving the with block")
+            except BaseException:
+                pass
+        if absorbed is not None and exc_type is None:
+            raise absorbed
 
     def __del__(self) -> None:
-        # Garbage collected mid-stream: hang up without waiting; the worker ends itself.
+        # Collected with the stream unfinished (never left by a with block, or an interrupt
+        # at the very entry of __exit__): hang up without waiting; the worker ends itself.
         delivery = getattr(self, "_delivery", None)
-        if delivery is not None and not getattr(self, "_over", True):
+        if delivery is not None and not (delivery.ended and delivery.worker_gone):
             delivery.interrupt("the stream being garbage collected")
-            for unsub in self._unsubscribe:
-                unsub()
+        for unsub in getattr(self, "_unsubscribe", ()):
+            unsub()
 
 
 class _Chunks:

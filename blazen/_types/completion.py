@@ -13,8 +13,11 @@ from .calls import ToolCall, ToolDefinition
 from .frozen import immutable
 from .messages import ChatMessage, ReasoningPart
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
+from .request_checks import FIELD_CHECKS, REQUEST_CHECKS
 
 _new = object.__new__
+#: Stores a converted field in __attrs_post_init__ (the class refuses assignment).
+_set_field = object.__setattr__
 
 
 def _output(value: Any) -> Optional[OutputSpec]:
@@ -59,6 +62,16 @@ class CompletionRequest:
     #: The answer this one continues, by its ``CompletionResponse.id``, on a server that
     #: kept it (the Responses API with ``store=True``); other wires refuse it.
     previous_response_id: Optional[str] = None
+
+    def __attrs_post_init__(self) -> None:
+        # Built directly (as the Swift and Kotlin seeds build theirs) or by evolve: the same
+        # immutable values and the same refusals as Llm.completion_request, up front.
+        fields: dict[str, Any] = {}
+        for name, check in FIELD_CHECKS.items():
+            fields[name] = value = check(getattr(self, name))
+            _set_field(self, name, value)
+        for whole in REQUEST_CHECKS:
+            whole(fields)
 
 
 def _count(value: Any) -> int:

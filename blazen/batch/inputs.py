@@ -17,7 +17,14 @@ Item = Union[CompletionRequest, "tuple[str, CompletionRequest]"]
 
 
 def pairs(requests: Iterable[Item]) -> Iterator[tuple[str, CompletionRequest]]:
-    """``(id, request)`` for each item, read as asked for; ``TypeError`` names a bad one."""
+    """``(id, request)`` for each item, read as asked for; ``TypeError`` names a bad one.
+
+    Ids are unique in a run, given or positional: an id seen before (``[("1", a), b]``
+    gives ``b`` the id ``"1"`` too) raises ``ValueError``, since ``out=`` would hold it
+    twice and a resumed run would skip one of them. The ids seen are kept, as a resumed
+    run keeps those already in ``out=``: a set of strings, not the requests.
+    """
+    seen: set[str] = set()
     for position, item in enumerate(requests):
         if isinstance(item, tuple) and len(item) == 2:
             item_id, req = item
@@ -32,6 +39,14 @@ def pairs(requests: Iterable[Item]) -> Iterator[tuple[str, CompletionRequest]]:
                 "values, or (id, CompletionRequest) pairs"
             )
             raise TypeError(msg)
+        if item_id in seen:
+            how = "given" if isinstance(item, tuple) else "its position"
+            msg = (
+                f"batch item {position} has the id {item_id!r} ({how}), which an earlier "
+                "item already has: ids must be unique in a run (give every item an id)"
+            )
+            raise ValueError(msg)
+        seen.add(item_id)
         yield item_id, req
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import sys
 from array import array
 from collections.abc import Mapping, Sequence
@@ -90,8 +91,37 @@ def _mean(rows: list[Any]) -> Vector:
 
 
 def _count(provider: str, vectors: Sequence[Vector], count: int, body: str) -> None:
+    """One vector per input, all of one width, every number finite; else malformed."""
     if len(vectors) != count:
         raise malformed(provider, f"{len(vectors)} embeddings for {count} inputs", body)
+    widths = {len(v) for v in vectors}
+    if len(widths) > 1:
+        raise malformed(provider, f"embeddings of {len(widths)} different widths", body)
+    for n, vector in enumerate(vectors):
+        # A NaN or an infinity anywhere makes the sum one (float32 values cannot overflow
+        # a double's sum): one C loop per vector instead of a Python test per number.
+        if not math.isfinite(sum(vector)):
+            raise malformed(provider, f"embedding {n} holds NaN or an infinity", body)
+
+
+def _in_index_order(provider: str, items: Any, body: str) -> list[Any]:
+    """OpenAI's ``data`` put in ``index`` order, each input's index exactly once.
+
+    A server that numbers none of them (no ``index`` at all) is read in the order sent.
+    """
+    if not isinstance(items, list):
+        raise malformed(provider, "data that is not a list", body)
+    if not any(isinstance(item, dict) and "index" in item for item in items):
+        return items
+    placed: list[Any] = [None] * len(items)
+    for item in items:
+        index = item.get("index")
+        if type(index) is not int or not 0 <= index < len(items) or placed[index] is not None:
+            # Two vectors for one input, or one for none: which is which cannot be known.
+            msg = f"embeddings whose indexes are not 0..{len(items) - 1} once each"
+            raise malformed(provider, msg, body)
+        placed[index] = item
+    return placed
 
 
 def _headers(auth: Optional[tuple[str, str]], extra: Mapping[str, str]) -> dict[str, str]:
@@ -155,7 +185,7 @@ class OpenAIEmbeddings:
         payload = json.loads(body)
         if isinstance(payload, dict) and payload.get("error") is not None:
             raise error_from_http(self.provider, 200, {}, body)
-        items = sorted(payload["data"], key=lambda item: int(item.get("index", 0)))
+        items = _in_index_order(self.provider, payload["data"], body)
         vectors = tuple(_vector(item["embedding"]) for item in items)
         _count(self.provider, vectors, count, body)
         usage = payload.get("usage")
@@ -208,7 +238,9 @@ class GeminiEmbeddings:
         name = self._name(model)
         requests: list[dict[str, Any]] = []
         for text in texts:
-            item: dict[str, Any] = {"model": name, "content": {"parts": [{"text": text}]}}
+            # "role": "user" as google-genai's embed_content sends it (optional in the API).
+            content = {"parts": [{"text": text}], "role": "user"}
+            item: dict[str, Any] = {"model": name, "content": content}
             if dimensions is not None:
                 item["outputDimensionality"] = dimensions
             requests.append(item)

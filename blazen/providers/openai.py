@@ -327,8 +327,10 @@ class OpenAIFold:
             if state.model is None:
                 state.response_id = obj.get("id")  # the same on every chunk: read it once
             state.model = model
-        # Groq reports usage under x_groq on the last chunk.
-        usage = obj.get("usage") or (obj.get("x_groq") or {}).get("usage")
+        usage = obj.get("usage")
+        if not usage and "x_groq" in obj:
+            # Groq reports usage under x_groq on the last chunk.
+            usage = (obj["x_groq"] or {}).get("usage")
         if usage:
             state.usage = _usage(usage)
         choices = obj.get("choices")

@@ -274,6 +274,12 @@ class ResponsesFold:
                 self._keep_custom(item)
             elif kind == "message" and not self._annotated:
                 self._late_citations(item)
+            if kind in _CALLS:
+                # The finished call's whole arguments win over what streamed: a delta sent
+                # before its output_item.added was dropped (no call to give it to yet).
+                whole = item.get("arguments") if kind == "function_call" else item.get("input")
+                if isinstance(whole, str) and state.tool_arguments(index, whole):
+                    return state.emit(None, None)
             return None
         if kind == "message":
             return self._message(item)

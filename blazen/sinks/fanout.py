@@ -1,13 +1,24 @@
-"""``tee``: one stream into several sinks, in order; and ``QueueSink``, the thread hand-off."""
+"""``tee``: one stream into several sinks, in order; and ``QueueSink``, the thread hand-off.
+
+The waits here and what bounds them (tests in ``tests/hostile/test_waits_are_bounded.py``):
+
+| wait                                  | bounded by                                         |
+|---------------------------------------|----------------------------------------------------|
+| ``QueueSink`` putting on a full queue | its consumer; ``QueueSink(q, timeout=)`` bounds it |
+| ``tee``                               | each sink it calls, in turn                         |
+
+``JsonlSink`` (:mod:`.jsonl`) waits only for the local disk (write, flush, fsync).
+"""
 
 from __future__ import annotations
 
 import inspect
+import queue
 from typing import Any, Callable, Optional
 
 from .._stream import is_sink, sink_callbacks
 from .._types import StreamChunk, TokenUsage
-from ..errors import BlazenError
+from ..errors import BlazenError, TimeoutError
 
 __all__ = ["QueueSink", "Tee", "tee"]
 
@@ -78,17 +89,21 @@ class QueueSink:
     ``q`` is anything with ``put`` (``queue.Queue``, ``queue.SimpleQueue``, a
     ``multiprocessing`` queue). The tuples are the block handler's arguments:
     ``("chunk", (chunk,))``, ``("done", (finish_reason, usage))``, ``("error", (err,))``;
-    the error tuple is the last one. A bounded queue that is full blocks the stream
-    (back-pressure), bounded by the stream's idle and total limits. Example::
+    the error tuple is the last one. A bounded queue that is full blocks the stream's
+    callback (back-pressure) for as long as its consumer takes nothing: the stream's own
+    ``timeout=`` cannot cut a callback short. ``timeout`` bounds that wait: a put that finds
+    no room for ``timeout`` seconds raises :class:`~blazen.TimeoutError`, which aborts the
+    stream (``CallbackError``); it needs a queue whose ``put`` takes ``timeout=``
+    (``queue.Queue``, ``multiprocessing`` queues). Example::
 
         q = queue.Queue()
         pool.submit(Streaming.complete, model, req, QueueSink(q))
         while (event := q.get())[0] == "chunk": ...
     """
 
-    __slots__ = ("_put",)
+    __slots__ = ("_put", "_timeout")
 
-    def __init__(self, q: Any) -> None:
+    def __init__(self, q: Any, *, timeout: Optional[float] = None) -> None:
         put = getattr(q, "put", None)
         if not callable(put):
             msg = f"QueueSink needs an object with put(), got {type(q).__name__}"
@@ -99,16 +114,35 @@ class QueueSink:
                 "on_chunk=q.put (awaited), or use a queue.Queue"
             )
             raise TypeError(msg)
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0
+        ):
+            msg = f"timeout must be a positive number of seconds or None, got {timeout!r}"
+            raise ValueError(msg)
         self._put = put
+        self._timeout = timeout
+
+    def _send(self, event: tuple[str, tuple[Any, ...]]) -> None:
+        if self._timeout is None:
+            self._put(event)
+            return
+        try:
+            self._put(event, timeout=self._timeout)
+        except queue.Full:
+            msg = (
+                f"QueueSink: the queue stayed full for {self._timeout:g} s (timeout=): its "
+                "consumer is not taking events"
+            )
+            raise TimeoutError(msg, limit="queue", seconds=float(self._timeout)) from None
 
     def on_chunk(self, chunk: StreamChunk) -> None:
         """Put ``("chunk", (chunk,))``."""
-        self._put(("chunk", (chunk,)))
+        self._send(("chunk", (chunk,)))
 
     def on_done(self, finish_reason: str, usage: Optional[TokenUsage]) -> None:
         """Put ``("done", (finish_reason, usage))``."""
-        self._put(("done", (finish_reason, usage)))
+        self._send(("done", (finish_reason, usage)))
 
     def on_error(self, err: BlazenError) -> None:
         """Put ``("error", (err,))``."""
-        self._put(("error", (err,)))
+        self._send(("error", (err,)))

@@ -10,7 +10,10 @@ input order. Each request of a batch is answered by ``answer(provider, custom_id
 
 The server can misbehave as the real ones do: ``polls`` status checks before a batch ends,
 results in shuffled order, a batch that ``expire``\\ s with only its first half answered,
-requests ``reject``\\ ed one by one, and ``poll_failures`` status checks answered 500.
+requests ``reject``\\ ed one by one, and ``poll_failures`` status checks answered 500; and
+as a lying or broken one does: results ``lines`` rewritten (ids never sent, an id twice,
+lines that are not JSON), a results ``download`` that drops or stalls half-way, and
+``lose_creates`` batch creations that happen but whose answer never arrives.
 Like :mod:`.server`, nothing here imports the rest of blazen.
 """
 
@@ -111,6 +114,9 @@ class BatchServer:
         expire: bool = False,
         reject: Iterable[str] = (),
         poll_failures: int = 0,
+        lines: Optional[Callable[[str, list[bytes]], list[bytes]]] = None,
+        download: str = "",
+        lose_creates: int = 0,
         seed: int = 0,
     ) -> None:
         self.answer = answer
@@ -121,6 +127,16 @@ class BatchServer:
         self.reject = frozenset(reject)
         #: Status checks still to be answered 500 (one fewer per check).
         self.poll_failures = poll_failures
+        #: Rewrites the result lines of an ended batch, ``(provider, lines) -> lines`` (OpenAI's
+        #: output file, Anthropic's results): what a lying provider sends.
+        self.lines = lines
+        #: ``"drop"``: a results download closes after half its bytes (its Content-Length
+        #: promised all); ``"stall"``: it sends half, then nothing until the server stops.
+        self.download = download
+        #: Batch creations still to be carried out with their answer lost (the connection
+        #: closes before a byte of it is sent).
+        self.lose_creates = lose_creates
+        self._stopping = threading.Event()
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         #: Every request received, in order.
@@ -156,6 +172,7 @@ class BatchServer:
 
     def stop(self) -> None:
         """Stop serving and close the port."""
+        self._stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -191,6 +208,29 @@ class BatchServer:
             if route.startswith("/v1beta/"):
                 return self._gemini(method, route, headers, body)
             return _json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+
+    def fault(self, method: str, path: str) -> str:
+        """How the answer to this request is broken: ``""``, ``"lose"``, ``"drop"``, ``"stall"``."""
+        route = path.split("?", 1)[0]
+        creates = (
+            route in ("/v1/batches", "/v1/messages/batches")
+            or route.endswith(":batchGenerateContent")
+        )
+        with self._lock:
+            if method == "POST" and creates and self.lose_creates > 0:
+                self.lose_creates -= 1
+                return "lose"
+        download = route.endswith("/results") or (
+            route.startswith("/v1/files/") and route.endswith("/content")
+        )
+        return self.download if method == "GET" and download else ""
+
+    def wait_stopping(self, seconds: float) -> None:
+        """Block until the server stops (a stalled answer's wait), at most ``seconds``."""
+        self._stopping.wait(seconds)
+
+    def _lied(self, provider: str, lines: list[bytes]) -> list[bytes]:
+        return self.lines(provider, lines) if self.lines is not None else lines
 
     def _poll(self, batch: FakeBatch) -> Optional[Any]:
         """Count one status check; the 500 it must answer, if any."""
@@ -362,6 +402,7 @@ class BatchServer:
         if self.shuffle:
             self._random.shuffle(ok)
             self._random.shuffle(bad)
+        ok = self._lied("openai", ok)
         if ok:
             batch.output_file = f"file-out-{batch.id}"
             self._files[batch.output_file] = b"\n".join(ok) + b"\n"
@@ -502,7 +543,7 @@ class BatchServer:
             lines.append(json.dumps({"custom_id": cid, "result": result}).encode())
         if self.shuffle:
             self._random.shuffle(lines)
-        return b"\n".join(lines) + b"\n"
+        return b"\n".join(self._lied("anthropic", lines)) + b"\n"
 
     # -- Gemini: batch mode with inline requests -------------------------------------------
 
@@ -619,13 +660,23 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
-        status, ctype, data = self.server_owner.handle(
-            method, self.path, dict(self.headers.items()), body
-        )
+        owner = self.server_owner
+        fault = owner.fault(method, self.path)
+        status, ctype, data = owner.handle(method, self.path, dict(self.headers.items()), body)
+        if fault == "lose":  # done, but the answer is lost on the way
+            self.close_connection = True
+            return
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
+        if fault and status == 200:
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            if fault == "stall":
+                owner.wait_stopping(120)
+            self.close_connection = True
+            return
         self.wfile.write(data)
 
     def do_GET(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -26,7 +27,7 @@ import blazen
 from blazen import Llm, Streaming, batch
 from blazen.batch.work import ChunkEvent, Pipe
 from blazen.errors import parse_retry_after
-from blazen.sinks import RedisStreamSink, follow
+from blazen.sinks import QueueSink, RedisStreamSink, follow
 from blazen.testing import Reply, Stall, StreamServer, openai_sse
 
 from ..conftest import KEY_FOR_TESTS
@@ -169,6 +170,40 @@ def test_a_stream_into_a_frozen_redis_ends_with_one_callback_error(frozen):
         err, took = timed(lambda: Streaming.complete(model, REQ, FreezeAtB()))
     assert isinstance(err, blazen.CallbackError), repr(err)
     assert took < BOUND
+
+
+# -- QueueSink -------------------------------------------------------------------------
+
+
+def test_a_full_queue_holds_a_stream_at_most_the_sinks_timeout():
+    """QueueSink(q, timeout=0.5) on a full queue nobody reads: the call ends, loudly."""
+    q: queue.Queue[object] = queue.Queue(maxsize=1)
+    with StreamServer([Reply.sse(openai_sse(["a", "b", "c"]))]) as server:
+        model = blazen.Providers.openai_compat("t", server.base_url, api_key=KEY_FOR_TESTS)
+        err, took = timed(lambda: Streaming.complete(model, REQ, QueueSink(q, timeout=0.5)))
+    assert isinstance(err, blazen.BlazenError), repr(err)
+    assert "stayed full" in str(err) or "stayed full" in str(err.__cause__)
+    assert took < BOUND
+
+
+def test_a_full_queue_is_back_pressure_until_its_consumer_takes():
+    """Without timeout= the stream waits for the consumer, and completes once it reads."""
+    q: queue.Queue[object] = queue.Queue(maxsize=1)
+    got: list[object] = []
+
+    def consume() -> None:
+        time.sleep(0.5)
+        while not got or got[-1][0] == "chunk":  # type: ignore[index]
+            got.append(q.get(timeout=10))
+
+    reader = threading.Thread(target=consume)
+    reader.start()
+    with StreamServer([Reply.sse(openai_sse(["a", "b", "c"]))]) as server:
+        model = blazen.Providers.openai_compat("t", server.base_url, api_key=KEY_FOR_TESTS)
+        resp = Streaming.complete(model, REQ, QueueSink(q))
+    reader.join(BOUND)
+    assert resp is not None and resp.content == "abc"
+    assert got[-1][0] == "done"  # type: ignore[index]
 
 
 # -- batch.run -------------------------------------------------------------------------

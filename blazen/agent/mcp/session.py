@@ -11,7 +11,8 @@ sends the server ``notifications/cancelled``.
 
 Leaving the session (``close``, ``__exit__``, also on Ctrl-C) stops the task; the SDK
 closes the server's stdin and kills its process tree if it lingers (stdio), or ends the
-HTTP session with a DELETE; then the loop cancels every task left and the thread ends.
+HTTP session with a DELETE where the server keeps one; then the loop cancels every task
+left and the thread ends.
 """
 
 from __future__ import annotations

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import Optional
+from typing import Any, Optional
 
 from ..._kit import error_from_body
 from ..._stream import ChatModel
 from ..._types import CompletionRequest
 from ...errors import CancelledError, error_from_provider
 from ...providers.anthropic import AnthropicWire
-from .api import BatchState, ItemResult, auth_headers, required_field
+from .api import BatchState, ItemResult, auth_headers, line_result, required_field
 from .calls import Caller
 
 __all__ = ["AnthropicBatches"]
@@ -31,6 +31,8 @@ class AnthropicBatches:
 
     max_items = 100_000
     max_bytes = 256 * 1024 * 1024
+    #: A Message Batch has no field a tag could travel in (see find).
+    tagged = False
 
     def __init__(self, model: ChatModel, wire: AnthropicWire) -> None:
         self.provider = model.provider
@@ -49,7 +51,8 @@ class AnthropicBatches:
         del group, tag  # a Message Batch has no field to carry a tag (see find)
         body = b'{"requests":[' + b",".join(lines) + b"]}"
         headers = {**self._headers, "Content-Type": "application/json"}
-        return required_field(self.provider, calls.json("POST", self._url, headers, raw=body), "id")
+        created = calls.json("POST", self._url, headers, raw=body, idempotent=False)
+        return required_field(self.provider, created, "id")
 
     def find(self, calls: Caller, tag: str) -> Optional[str]:
         """None: a Message Batch keeps no metadata a tag could travel in."""
@@ -75,11 +78,11 @@ class AnthropicBatches:
         # The documented path under our own base_url, never results_url's host: the key
         # goes with the request.
         for line in calls.lines(f"{self._url}/{batch_id}/results", self._headers):
-            yield self._item(line)
+            item = line_result(self.provider, line, self._item)
+            if item is not None:
+                yield item
 
-    def _item(self, line: bytes) -> ItemResult:
-        row = json.loads(line)
-        cid = str(row.get("custom_id"))
+    def _item(self, cid: str, row: dict[str, Any]) -> ItemResult:
         result = row.get("result") or {}
         kind = result.get("type")
         if kind == "succeeded":

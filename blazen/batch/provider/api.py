@@ -8,18 +8,33 @@ submit lines as one batch, tell a batch's state, read its results back as
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import logging
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, Optional, Protocol, Union
+from typing import Any, Callable, Optional, Protocol, Union
 
 import attrs
 
 from ..._types import ChatMessage, CompletionRequest, CompletionResponse
-from ...errors import BlazenError, ProviderError
+from ...errors import BlazenError, ProviderError, safe_str
 from .calls import Caller
 
-__all__ = ["BatchAPI", "BatchState", "ItemResult", "auth_headers", "required_field", "custom_id"]
+__all__ = [
+    "BatchAPI",
+    "BatchState",
+    "ItemResult",
+    "auth_headers",
+    "custom_id",
+    "line_result",
+    "malformed",
+    "payload_guard",
+    "required_field",
+]
+
+logger = logging.getLogger("blazen")
 
 #: One item's outcome: ``(custom id, the response or the error)``.
 ItemResult = tuple[str, Union[CompletionResponse, BlazenError]]
@@ -73,6 +88,9 @@ class BatchAPI(Protocol):
     #: The most items and bytes one batch may hold (the provider's documented limits).
     max_items: int
     max_bytes: int
+    #: :meth:`find` can tell whether a batch tagged so exists (so a create whose answer
+    #: was lost can be looked for instead of sent again).
+    tagged: bool
 
     def line(self, cid: str, req: CompletionRequest) -> tuple[str, bytes]:
         """``(group, line)``: the JSON the batch carries for ``req`` (no newline), and the
@@ -112,3 +130,53 @@ def required_field(provider: str, obj: Any, name: str) -> str:
         msg = f"{provider}'s batch API answered without {name!r}: {str(obj)[:200]}"
         raise ProviderError(msg, provider=provider, error_type="malformed_payload")
     return value
+
+
+def malformed(provider: str, what: str, detail: str = "") -> ProviderError:
+    """The error for an answer of the batch API that is not in its documented shape."""
+    msg = f"{provider}'s batch API answered {what} in a shape blazen cannot read"
+    if detail:
+        msg += f" ({detail[:200]})"
+    return ProviderError(msg, provider=provider, error_type="malformed_payload")
+
+
+@contextlib.contextmanager
+def payload_guard(provider: str, what: str) -> Iterator[None]:
+    """Turn a wrongly shaped answer met while reading ``what`` into one typed error.
+
+    The batch modules read JSON a server chose: a list where an object belongs, a word
+    where a count does. Whatever Python error that reading meets becomes the
+    ``malformed_payload`` :class:`~blazen.ProviderError` (blazen's own errors pass).
+    """
+    try:
+        yield
+    except BlazenError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:
+        raise malformed(provider, what, f"{type(exc).__name__}: {safe_str(exc)}") from exc
+
+
+def line_result(
+    provider: str, line: bytes, read: Callable[[str, dict[str, Any]], ItemResult]
+) -> Optional[ItemResult]:
+    """One results line read by ``read(custom_id, row)``, or None for a line naming no item.
+
+    A line that is not a JSON object with a string ``custom_id`` cannot be given to any
+    item: it is logged and skipped (the items it might have answered are reported without
+    a result). A line that names its item but cannot be read is that item's typed error.
+    """
+    try:
+        row = json.loads(line)
+    except ValueError:
+        row = None
+    cid = row.get("custom_id") if isinstance(row, dict) else None
+    if not isinstance(cid, str) or not isinstance(row, dict):
+        logger.warning(
+            "%s's batch results hold a line that names no item; skipped: %.200r", provider, line
+        )
+        return None
+    try:
+        with payload_guard(provider, f"the result of {cid!r}"):
+            return read(cid, row)
+    except BlazenError as err:  # this item's answer, unreadable: its error
+        return cid, err

@@ -18,14 +18,25 @@ from typing import Any, Optional
 
 from ..._http import Abort, HttpRequest, map_exception, retry_delay
 from ..._stream import ChatModel
-from ...errors import BlazenError, ProviderError
+from ...errors import BlazenError, ConnectionError, ProviderError, TimeoutError
 
-__all__ = ["Caller"]
+__all__ = ["Caller", "maybe_done"]
 
 logger = logging.getLogger("blazen")
 
 #: The largest JSON answer read whole (a batch object, an inline Gemini result set).
 MAX_JSON_BYTES = 256 * 1024 * 1024
+
+
+def maybe_done(err: BlazenError) -> bool:
+    """The request may have been carried out although ``err`` came instead of its answer.
+
+    A connection that broke, or went quiet, after the request was sent: only a failure to
+    connect at all (or an answer with a status) says for sure it was not.
+    """
+    if isinstance(err, TimeoutError):
+        return err.limit != "connect"
+    return isinstance(err, ConnectionError) and err.status is None
 
 
 class Caller:
@@ -45,11 +56,17 @@ class Caller:
         body: Optional[Any] = None,
         *,
         raw: Optional[bytes] = None,
+        idempotent: bool = True,
     ) -> Any:
-        """Send one request and decode its JSON answer, retrying what may be retried."""
+        """Send one request and decode its JSON answer, retrying what may be retried.
+
+        A call that is not ``idempotent`` (creating a batch) is not retried after a broken
+        connection or an idle timeout: the provider may have carried it out and only its
+        answer was lost, and a retry would make a second batch. The caller decides.
+        """
         data = raw if raw is not None else b"" if body is None else json.dumps(body).encode()
         request = HttpRequest(method=method, url=url, headers=dict(headers), body=data)
-        return self._with_retries(request, self._json_once)
+        return self._with_retries(request, self._json_once, idempotent=idempotent)
 
     def lines(self, url: str, headers: Mapping[str, str]) -> Iterator[bytes]:
         """The lines of a JSONL download, read as they arrive (the file is never held whole)."""
@@ -127,7 +144,7 @@ class Caller:
                 msg, provider=self.provider, error_type="malformed_payload", body=text[:4096]
             ) from exc
 
-    def _with_retries(self, request: HttpRequest, once: Any) -> Any:
+    def _with_retries(self, request: HttpRequest, once: Any, *, idempotent: bool = True) -> Any:
         model = self.model
         opts = model.options
         attempt = 0
@@ -136,6 +153,8 @@ class Caller:
                 with model.transport.slot(self.abort):
                     return once(request)
             except BlazenError as err:
+                if not idempotent and maybe_done(err):
+                    raise
                 delay = retry_delay(attempt, err, cap=opts.retry_after_cap)
                 if delay is None or attempt >= opts.max_retries:
                     raise

@@ -18,7 +18,7 @@ from ..._stream import ChatModel
 from ..._types import CompletionRequest
 from ...errors import BlazenError, ProviderError, error_from_provider
 from ...providers.gemini import GeminiWire
-from .api import BatchState, ItemResult, auth_headers, required_field
+from .api import BatchState, ItemResult, auth_headers, malformed, payload_guard, required_field
 from .calls import Caller
 
 __all__ = ["GeminiBatches"]
@@ -51,6 +51,7 @@ class GeminiBatches:
 
     max_items = 100_000
     max_bytes = 20 * 1024 * 1024
+    tagged = True
 
     def __init__(self, model: ChatModel, wire: GeminiWire) -> None:
         self.provider = model.provider
@@ -72,7 +73,7 @@ class GeminiBatches:
         head = json.dumps({"displayName": tag})[:-1].encode()
         body = head + b',"inputConfig":{"requests":{"requests":[' + b",".join(lines) + b"]}}}"
         headers = {**self._headers, "Content-Type": "application/json"}
-        op = calls.json("POST", group, headers, raw=b'{"batch":' + body + b"}")
+        op = calls.json("POST", group, headers, raw=b'{"batch":' + body + b"}", idempotent=False)
         return required_field(self.provider, op, "name")
 
     def find(self, calls: Caller, tag: str) -> Optional[str]:
@@ -115,11 +116,20 @@ class GeminiBatches:
             )
             raise ProviderError(msg, provider=self.provider, error_type="malformed_payload")
         for cid, answer in zip(cids, answers):
-            key = (answer.get("metadata") or {}).get("key") or cid
-            if "response" in answer:
-                yield key, self._wire.parse_response(json.dumps(answer["response"]))
-            else:
-                yield key, self._error(answer.get("error") or {})
+            yield self._answer(cid, answer)
+
+    def _answer(self, cid: str, answer: Any) -> ItemResult:
+        if not isinstance(answer, dict):
+            return cid, malformed(self.provider, f"the result of {cid!r}", str(answer))
+        key = (answer.get("metadata") or {}).get("key") or cid
+        key = key if isinstance(key, str) else cid
+        try:
+            with payload_guard(self.provider, f"the result of {key!r}"):
+                if "response" in answer:
+                    return key, self._wire.parse_response(json.dumps(answer["response"]))
+                return key, self._error(answer.get("error") or {})
+        except BlazenError as err:  # this item's answer, unreadable: its error
+            return key, err
 
     def _error(self, status: Any) -> BlazenError:
         # A google.rpc.Status: a gRPC code (3, INVALID_ARGUMENT), read as the HTTP status

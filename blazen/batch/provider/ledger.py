@@ -9,7 +9,9 @@ relied on:
 
 A run that dies between the first two lines leaves an *unconfirmed* submission: the next run
 asks the provider for a batch carrying the tag (OpenAI's metadata, Gemini's display name)
-and only sends the items again if there is none. A torn last line is ignored, as in ``out=``.
+and only sends the items again if there is none. A torn last line is cut off, as in
+``out=`` (the next line appended would otherwise be glued to it and lost), and a row of
+the wrong shape (a hand edit) is skipped.
 """
 
 from __future__ import annotations
@@ -55,30 +57,34 @@ class Ledger:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _load(self) -> None:
+        keep = 0
         with open(self.path, "rb") as f:
             for line in f:
                 if not line.endswith(b"\n"):
                     break  # torn by a crash mid-write: that step did not happen
+                keep += len(line)
                 try:
                     row = json.loads(line)
                 except ValueError:
                     continue
-                if not isinstance(row, dict) or row.get("v") != VERSION:
-                    continue
-                self._apply(row)
+                if isinstance(row, dict) and row.get("v") == VERSION:
+                    self._apply(row)
+        if keep < self.path.stat().st_size:
+            os.truncate(self.path, keep)
 
     def _apply(self, row: dict[str, Any]) -> None:
-        tag = str(row.get("tag"))
-        op = row.get("op")
+        tag, op = row.get("tag"), row.get("op")
+        if not isinstance(tag, str):
+            return
         if op == "submit":
+            ids = row.get("ids")
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                return
             self.entries[tag] = Entry(
-                tag=tag,
-                provider=str(row.get("provider")),
-                group=str(row.get("group")),
-                ids=[str(i) for i in row.get("ids") or ()],
+                tag=tag, provider=str(row.get("provider")), group=str(row.get("group")), ids=ids
             )
-        elif tag in self.entries and op == "submitted":
-            self.entries[tag].batch = str(row.get("batch"))
+        elif tag in self.entries and op == "submitted" and isinstance(row.get("batch"), str):
+            self.entries[tag].batch = row["batch"]
         elif tag in self.entries and op == "collected":
             self.entries[tag].collected = True
 

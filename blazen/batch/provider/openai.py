@@ -16,14 +16,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from ..._stream import ChatModel
 from ..._types import CompletionRequest
 from ...errors import error_from_provider
 from ...providers.openai import OpenAIWire
 from ...providers.responses import ResponsesWire
-from .api import BatchState, ItemResult, auth_headers, required_field
+from .api import BatchState, ItemResult, auth_headers, line_result, required_field
 from .calls import Caller
 
 __all__ = ["OpenAIBatches"]
@@ -36,6 +36,7 @@ class OpenAIBatches:
 
     max_items = 50_000
     max_bytes = 200 * 1024 * 1024
+    tagged = True
 
     def __init__(self, model: ChatModel, wire: Union[OpenAIWire, ResponsesWire]) -> None:
         self.provider = model.provider
@@ -82,6 +83,7 @@ class OpenAIBatches:
                 # Found again by this tag if the process dies before it wrote the id down.
                 "metadata": {"blazen_tag": tag},
             },
+            idempotent=False,
         )
         return required_field(self.provider, created, "id")
 
@@ -120,11 +122,11 @@ class OpenAIBatches:
             if not file_id:
                 continue
             for line in calls.lines(f"{self._base}/files/{file_id}/content", self._headers):
-                yield self._item(line)
+                item = line_result(self.provider, line, self._item)
+                if item is not None:
+                    yield item
 
-    def _item(self, line: bytes) -> ItemResult:
-        row = json.loads(line)
-        cid = str(row.get("custom_id"))
+    def _item(self, cid: str, row: dict[str, Any]) -> ItemResult:
         response = row.get("response")
         if isinstance(response, dict) and response.get("status_code") == 200:
             return cid, self._wire.parse_response(json.dumps(response.get("body")))
@@ -139,7 +141,7 @@ class OpenAIBatches:
             message=f"{err.get('message') or 'the request was not run'} ({code})",
             error_type=code,
             code=code,
-            body=line.decode("utf-8", "replace")[:4096],
+            body=json.dumps(row)[:4096],
         )
 
     def cancel(self, calls: Caller, batch_id: str) -> None:

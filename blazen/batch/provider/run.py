@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional
 
 import attrs
 
+from ..._http import retry_delay
 from ..._schema.output import OutputSpec
 from ..._stream import ChatModel
 from ..._stream.output import with_output
@@ -51,8 +52,8 @@ from ...errors import (
 from ..inputs import Item, pairs
 from ..report import BatchReport
 from ..results import BatchResult, PathLike, ResultsFile
-from .api import BatchAPI, BatchState, custom_id
-from .calls import Caller
+from .api import BatchAPI, BatchState, custom_id, payload_guard
+from .calls import Caller, maybe_done
 from .choose import batch_api_for
 from .ledger import Entry, Ledger, ledger_path
 
@@ -116,7 +117,8 @@ class _ProviderRun:
                 )
                 raise ValueError(msg)
             if entry.batch is None:
-                found = self.api.find(self.calls, entry.tag)
+                with payload_guard(self.api.provider, "the list of batches"):
+                    found = self.api.find(self.calls, entry.tag)
                 if found is None:
                     logger.warning(
                         "%s: a batch of %d items may not have reached %s before the last "
@@ -179,7 +181,7 @@ class _ProviderRun:
         tag = uuid.uuid4().hex
         entry = self.ledger.intend(tag, self.api.provider, group, pending.ids)
         try:
-            batch_id = self.api.submit(self.calls, group, pending.lines, tag)
+            batch_id = self._submit(group, pending, tag)
         except (InvalidRequestError, AuthError) as err:
             if isinstance(err, AuthError):
                 raise self.model.scrub(err) from None
@@ -191,6 +193,38 @@ class _ProviderRun:
         self.ledger.submitted(entry, batch_id)
         self.counts["batches"] += 1
         self._say(f"sent batch {batch_id} ({len(pending.ids)} items)")
+
+    def _submit(self, group: str, pending: _Group, tag: str) -> str:
+        """Create the batch; after a lost answer, look for it by its tag before sending again."""
+        provider = self.api.provider
+        opts = self.model.options
+        attempt = 0
+        while True:
+            try:
+                with payload_guard(provider, "a batch creation"):
+                    return self.api.submit(self.calls, group, pending.lines, tag)
+            except BlazenError as err:
+                if not maybe_done(err):
+                    raise
+                lost = err
+            # The create may have been carried out with only its answer lost.
+            if not self.api.tagged:
+                msg = (
+                    f"{self.model.redact(lost.message)}; the {provider} batch of "
+                    f"{len(pending.ids)} items may have been made all the same, and its "
+                    "batches carry no tag to look for: check the console for it before "
+                    "running again (a rerun sends these items again)"
+                )
+                raise ConnectionError(msg, provider=provider) from None
+            with payload_guard(provider, "the list of batches"):
+                found = self.api.find(self.calls, tag)
+            if found is not None:
+                return found
+            delay = retry_delay(attempt, lost, cap=opts.retry_after_cap)
+            if delay is None or attempt >= opts.max_retries:
+                raise self.model.scrub(lost) from None
+            attempt += 1
+            time.sleep(delay)
 
     # -- 3. collect --------------------------------------------------------------------
 
@@ -205,7 +239,8 @@ class _ProviderRun:
             for entry in open_entries:
                 assert entry.batch is not None
                 try:
-                    state = self.api.state(self.calls, entry.batch)
+                    with payload_guard(self.api.provider, "a batch's status"):
+                        state = self.api.state(self.calls, entry.batch)
                 except BlazenError as err:
                     failures[entry.tag] = failures.get(entry.tag, 0) + 1
                     if not _transient(err) or failures[entry.tag] >= MAX_POLL_FAILURES:
@@ -240,7 +275,13 @@ class _ProviderRun:
         seen: set[str] = set()
         done = self.results.done
         if state.failure is None:
-            for cid, outcome in self.api.results(self.calls, entry.batch, cids):
+            answers = self.api.results(self.calls, entry.batch, cids)
+            while True:
+                with payload_guard(self.api.provider, "a batch's results"):
+                    got = next(answers, None)
+                if got is None:
+                    break
+                cid, outcome = got
                 item_id = by_cid.get(cid)
                 if item_id is None or item_id in seen or item_id in done:
                     continue  # not ours, a duplicate line, or written by an earlier run
