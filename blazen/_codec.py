@@ -50,7 +50,7 @@ from .errors import BlazenError, ValidationError
 
 __all__ = [
     "VERSION",
-    "Event",
+    "HandlerCall",
     "decode",
     "decode_error",
     "dumps",
@@ -69,7 +69,7 @@ __all__ = [
 VERSION = 1
 
 #: ``(kind, args)``: what a block handler receives, as a value.
-Event = tuple[str, tuple[Any, ...]]
+HandlerCall = tuple[str, tuple[Any, ...]]
 
 _USAGE = tuple(a.name for a in attrs.fields(TokenUsage))
 
@@ -407,7 +407,7 @@ def decode_error(body: Any) -> BlazenError:
     return err
 
 
-def decode(obj: Any) -> Event:
+def decode(obj: Any) -> HandlerCall:
     """A JSON object back to ``(kind, args)`` with real values; ``ValidationError`` if not one."""
     if not isinstance(obj, dict):
         msg = f"not a blazen event: a {type(obj).__name__}, not an object"
