@@ -131,10 +131,12 @@ def _responses(body: dict[str, Any]) -> Reply:
 
 
 def _embeddings(body: dict[str, Any]) -> Reply:
-    """OpenAI's embeddings object: a small float vector per input, in order."""
+    """OpenAI's embeddings object: a float vector per input, in order, of the size asked."""
     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    size = body.get("dimensions", 3)  # the API shortens its vectors to `dimensions`
     data = [
-        {"object": "embedding", "index": i, "embedding": [len(t) / 10, 0.5, -0.25]}
+        {"object": "embedding", "index": i,
+         "embedding": [len(t) / 10, *([0.5] * (size - 1))]}
         for i, t in enumerate(texts)
     ]
     usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
