@@ -6,8 +6,10 @@ the request builders.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
+import sys
 from typing import TYPE_CHECKING, Any
 
 from ._cancel import CancelToken, cancel_scope
@@ -143,6 +145,44 @@ __all__ = [
     "workflow",
 ]
 
+
+
+def _exported(value: Any) -> Any:
+    """Make an exported class or function report ``blazen`` as its module, as httpx's do.
+
+    Reprs, pickles, tracebacks and docs then name ``blazen.StreamChunk``, the name users
+    import, not the private module that defines it. A class's own string annotations
+    (``from __future__ import annotations``) are resolved first, in the module that wrote
+    them: ``typing.get_type_hints`` looks them up in the module a class reports.
+    """
+    if isinstance(value, type):
+        # Its own annotations only (inspect.get_annotations is Python 3.10+).
+        own = value.__dict__.get("__annotations__")  # noqa: RUF063
+        if own and value.__module__ in sys.modules:
+            # The defining module's names, then blazen's: a name imported there only for
+            # type checking (errors.py's TokenUsage) resolves through its export here.
+            namespace = {**globals(), **vars(sys.modules[value.__module__])}
+            value.__annotations__ = {k: _resolved(v, namespace) for k, v in own.items()}
+    if isinstance(value, type) or callable(value):
+        with contextlib.suppress(AttributeError, TypeError):  # a builtin: left as is
+            value.__module__ = __name__
+    return value
+
+
+def _resolved(hint: Any, namespace: dict[str, Any]) -> Any:
+    if not isinstance(hint, str):
+        return hint
+    try:
+        return eval(hint, namespace)
+    except Exception:
+        return hint  # a name only imported for type checking: as unresolvable as before
+
+
+for _name in __all__:
+    if _name not in ("__version__", "batch") and _name in globals():
+        _exported(globals()[_name])
+del _name
+
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())
 
@@ -168,6 +208,6 @@ def __getattr__(name: str) -> Any:
         msg = f"module 'blazen' has no attribute {name!r}"
         raise AttributeError(msg)
     imported = importlib.import_module(module, __name__)
-    value = imported if module == f".{name}" else getattr(imported, name)
+    value = imported if module == f".{name}" else _exported(getattr(imported, name))
     globals()[name] = value
     return value

@@ -9,7 +9,8 @@ Every writer of events writes the same object for the same event (version ``"v":
     {"v": 1, "kind": "done", "finish_reason": "stop", "usage": {"prompt_tokens": 5, ...}}
     {"v": 1, "kind": "error", "error": {"type": "RateLimitError", "kind": "rate_limit",
      "message": "...", "status": 429, "retry_after": 2.0, "provider": "openai",
-     "request_id": "req_1", "partial": "Hel", "partial_reasoning": ""}}
+     "request_id": "req_1", "partial": "Hel", "partial_reasoning": "",
+     "usage": {"prompt_tokens": 12, ..., "partial": true}}}
 
 A chunk's fields at their default (None, no tool calls, not final) are left out. An error
 travels as its class name, kind, message and the fields shown, nothing else: not its body,
@@ -49,7 +50,7 @@ from .errors import BlazenError, ValidationError
 
 __all__ = [
     "VERSION",
-    "Event",
+    "HandlerCall",
     "decode",
     "decode_error",
     "dumps",
@@ -68,7 +69,7 @@ __all__ = [
 VERSION = 1
 
 #: ``(kind, args)``: what a block handler receives, as a value.
-Event = tuple[str, tuple[Any, ...]]
+HandlerCall = tuple[str, tuple[Any, ...]]
 
 _USAGE = tuple(a.name for a in attrs.fields(TokenUsage))
 
@@ -199,10 +200,15 @@ def error_object(
 
 
 def error_body(err: BaseException) -> dict[str, Any]:
-    """An error's JSON body: only the fields listed in the module doc."""
+    """An error's JSON body: only the fields listed in the module doc.
+
+    The usage the stream had reported (or estimated) before it failed travels as
+    ``"usage"`` when there is one (``err.usage``: a cancelled or cut stream still says what
+    it cost).
+    """
     status = getattr(err, "status", None)
     retry_after: Any = getattr(err, "retry_after", None)
-    return error_object(
+    body = error_object(
         type(err).__name__,
         str(getattr(err, "kind", "error")),
         str(err),
@@ -213,6 +219,10 @@ def error_body(err: BaseException) -> dict[str, Any]:
         partial=str(getattr(err, "partial", "") or ""),
         partial_reasoning=str(getattr(err, "partial_reasoning", "") or ""),
     )
+    usage = getattr(err, "usage", None)
+    if isinstance(usage, TokenUsage):
+        body["usage"] = usage_object(usage)
+    return body
 
 
 def encode_error(err: BaseException) -> dict[str, Any]:
@@ -392,10 +402,12 @@ def decode_error(body: Any) -> BlazenError:
         err.kind = values["kind"]  # an instance's own kind (``producer_lost``) travels too
     err.partial = values["partial"]
     err.partial_reasoning = values["partial_reasoning"]
+    if body.get("usage") is not None:
+        err.usage = _field(body, "usage", _usage)
     return err
 
 
-def decode(obj: Any) -> Event:
+def decode(obj: Any) -> HandlerCall:
     """A JSON object back to ``(kind, args)`` with real values; ``ValidationError`` if not one."""
     if not isinstance(obj, dict):
         msg = f"not a blazen event: a {type(obj).__name__}, not an object"

@@ -76,6 +76,28 @@ def test_batch_help_shows_no_rest_markup(capsys):
     assert "``" not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["chat", "batch", "embed"])
+@pytest.mark.parametrize("columns", [40, 57, 60, 63, 72, 80, 100])
+def test_help_never_breaks_a_hyphenated_word_at_any_width(command, columns, monkeypatch, capsys):
+    """At any terminal width the install hint and every --option stay whole, so they paste."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    out = capsys.readouterr().out
+    ends = [line.rstrip() for line in out.splitlines() if line.rstrip().endswith("-")]
+    assert ends == [], ends
+    if command == "chat":
+        assert "pip install 'blazen-stream[local]'" in out
+
+
+def test_top_level_help_sends_to_each_commands_own_exit_statuses(capsys):
+    """blazen --help does not print chat's exit statuses as every command's: batch's 1 differs."""
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "141" not in out and "COMMAND --help" in out
+
+
 class NeverStarted:
     """A LocalServer that fails the test if anything starts it."""
 

@@ -465,3 +465,21 @@ def test_total_timeout_holds_even_when_the_caller_is_slower_than_the_stream(serv
     took = time.monotonic() - t0
     assert isinstance(rec.error, blazen.TimeoutError) and rec.error.limit == "total"
     assert took < 1.0
+
+
+def test_total_timeout_holds_inside_one_batch_of_events(server, req, complete):
+    """A whole stream in one socket read (one batch of chunks) still ends at the total timeout."""
+    # About 40 KB: one read of the worker takes it whole, as one batch of 300 chunks.
+    body = b"".join(openai_sse([f"w{i} " for i in range(300)]))
+    # The body arrives whole while the worker waits for it.
+    server.add(Reply.sse([b": open\n\n", Pause(0.2), body]))
+
+    def slow(chunk):
+        time.sleep(0.005)
+
+    rec = Recorder()
+    t0 = time.monotonic()
+    complete(make_model(server), req, on_chunk=slow, on_error=rec.on_error, timeout=0.4)
+    took = time.monotonic() - t0
+    assert isinstance(rec.error, blazen.TimeoutError) and rec.error.limit == "total"
+    assert took < 1.2, took  # the whole batch would take 1.5 s or more

@@ -34,7 +34,9 @@ def _ndjson_prefix(lines: int) -> bytes:
 
 def _reply(wire: str, end: Any) -> Reply:
     if wire == "ollama":
-        return Reply(headers={"Content-Type": "application/x-ndjson"}, body=[_ndjson_prefix(3), end])
+        return Reply(
+            headers={"Content-Type": "application/x-ndjson"}, body=[_ndjson_prefix(3), end]
+        )
     events = {"anthropic": 4, "gemini": 2, "openai": 3, "responses": 6}[wire]
     return Reply.sse([_sse_prefix(wire, events), end])
 
@@ -120,4 +122,24 @@ def test_done_keeps_the_providers_own_figures():
     """A stream that ends well: its usage is neither partial nor estimated."""
     with StreamServer([Reply.sse(fixture_bytes("anthropic", "text.sse"))]) as server:
         resp = Streaming.complete(model_for("anthropic", server), REQ)
-    assert (resp.usage.completion_tokens, resp.usage.partial, resp.usage.estimated) == (17, False, False)
+    assert (resp.usage.completion_tokens, resp.usage.partial, resp.usage.estimated) == (
+        17,
+        False,
+        False,
+    )
+
+
+@pytest.mark.parametrize("wire", ["anthropic", "openai"])
+def test_err_usage_travels_through_the_event_codec(wire: str, tmp_path) -> None:
+    """A transcript's error event carries err.usage, read back with its counts and flags."""
+    from blazen.sinks import JsonlSink, read_jsonl, tee
+
+    path = tmp_path / "t.jsonl"
+    with StreamServer([_reply(wire, Drop())]) as server:
+        rec = Recorder()
+        Streaming.complete(model_for(wire, server, max_retries=0), REQ, tee(JsonlSink(path), rec))
+    sent = rec.error
+    assert sent is not None and sent.usage is not None
+    (kind, (err,)) = list(read_jsonl(path))[-1]
+    assert kind == "error" and err.usage == sent.usage
+    assert (err.usage.partial, err.usage.estimated) == (sent.usage.partial, sent.usage.estimated)

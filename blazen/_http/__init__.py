@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from .abort import Abort
 from .exceptions import map_exception, proxy_refused
-from .framing import DEFAULT_MAX_EVENT_BYTES, Event, Framer, framer
+from .framing import DEFAULT_MAX_EVENT_BYTES, Frame, Framer, framer
 from .request import HttpRequest
 from .response import ErrorReader, ReadBudget, Response
 from .retry import retry_delay
@@ -28,7 +28,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "Abort",
     "ErrorReader",
-    "Event",
+    "Frame",
     "Framer",
     "HttpRequest",
     "Proxy",

@@ -26,7 +26,7 @@ from ..errors import ProviderError
 
 __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
-    "Event",
+    "Frame",
     "Framer",
     "NdjsonFramer",
     "SseFramer",
@@ -39,7 +39,7 @@ DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024
 
 #: ``(event name, data)``: ``"message"`` for an SSE event without a name, ``""`` for an
 #: NDJSON line.
-Event = tuple[str, str]
+Frame = tuple[str, str]
 Framer = Union["SseFramer", "NdjsonFramer"]
 
 
@@ -118,7 +118,7 @@ class SseFramer:
         self._carry: list[bytes] = []
         self._error: Optional[ProviderError] = None
 
-    def feed(self, data: bytes) -> list[Event]:
+    def feed(self, data: bytes) -> list[Frame]:
         """The events this read completes, in order (events without data are skipped)."""
         if self._error is not None:
             raise self._error
@@ -140,7 +140,7 @@ class SseFramer:
         if not self._count(data):
             self._carry.append(data)  # no blank line in this read: no event completes
             return []
-        out: list[Event] = []
+        out: list[Frame] = []
         carry = self._carry
         if carry:
             carry.append(data)
@@ -154,7 +154,7 @@ class SseFramer:
             self._error = exc
         return out
 
-    def end(self) -> list[Event]:
+    def end(self) -> list[Frame]:
         """At end of body: nothing more, since an event without its blank line is dropped.
 
         Its bytes are still decoded as sseclient-py would, which raises on invalid UTF-8.
@@ -188,7 +188,7 @@ class SseFramer:
             raise _too_large(self.provider, cap)
         return end >= 0
 
-    def _cut(self, buf: bytes, out: list[Event]) -> None:
+    def _cut(self, buf: bytes, out: list[Frame]) -> None:
         # Blocks are found line by line: a one-byte find is memchr, several times faster
         # than searching for the two-byte blank line, and the plain forms have one or two
         # lines. Anything else falls back to that search and to sseclient-py.
@@ -244,7 +244,7 @@ class SseFramer:
             if pos < size:
                 self._carry.append(buf[pos:])
 
-    def _slow(self, block: bytes, out: list[Event]) -> None:
+    def _slow(self, block: bytes, out: list[Frame]) -> None:
         # Every other block, sseclient-py reads: comments, id:/retry:, several data lines,
         # fields without a space, blank lines before the event.
         try:
@@ -270,11 +270,11 @@ class NdjsonFramer:
         self._buf = bytearray()
         self._error: Optional[ProviderError] = None
 
-    def feed(self, data: bytes) -> list[Event]:
+    def feed(self, data: bytes) -> list[Frame]:
         """``("", line)`` for each line this read completes."""
         if self._error is not None:
             raise self._error
-        out: list[Event] = []
+        out: list[Frame] = []
         buf = self._buf
         # What is already buffered holds no newline: search only the new bytes.
         scan = len(buf)
@@ -302,7 +302,7 @@ class NdjsonFramer:
             self._error = exc
         return out
 
-    def end(self) -> list[Event]:
+    def end(self) -> list[Frame]:
         """A last line the server did not end with a newline, if it is whole JSON.
 
         JSON Lines allows it; a fragment cut off mid-value is dropped, as an SSE event
@@ -322,7 +322,7 @@ class NdjsonFramer:
         return []
 
 
-def _frames(chunks: Iterable[bytes], framing: Framer) -> Iterator[Event]:
+def _frames(chunks: Iterable[bytes], framing: Framer) -> Iterator[Frame]:
     for chunk in chunks:
         yield from framing.feed(chunk)
     yield from framing.end()
@@ -330,7 +330,7 @@ def _frames(chunks: Iterable[bytes], framing: Framer) -> Iterator[Event]:
 
 def iter_sse(
     chunks: Iterable[bytes], *, provider: str, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES
-) -> Iterator[Event]:
+) -> Iterator[Frame]:
     """Yield ``(event_name, data)`` for each complete SSE event with non-empty data.
 
     Comment lines (keep-alives), events without data and unknown fields are skipped; an

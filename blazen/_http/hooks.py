@@ -73,6 +73,7 @@ HOOKS: tuple[Hook, ...] = (
         "urllib3.response.HTTPResponse", "_connection", "the socket a budget times", instance=True
     ),
     Hook("http.client.HTTPResponse", "chunk_left", "a chunked body not begun", instance=True),
+    Hook("http.client.HTTPResponse", "length", "a sized body cut short", instance=True),
 )
 
 
@@ -103,13 +104,23 @@ def response_socket(raw: Any) -> Any:
 def raw_read1(raw: Any) -> Callable[[int], bytes]:
     """One socket read of a urllib3 response's body, undecoded: whatever one recv gave.
 
-    urllib3 >= 2 has ``read1`` (raw here: blazen decodes); older versions expose
-    http.client's response, raw too, as ``_fp``.
+    urllib3 >= 2.1 has ``read1`` (raw here: blazen decodes); 2.0 exposes http.client's
+    response, raw too, as ``_fp``.
     """
     if hasattr(raw, "read1"):
         return functools.partial(raw.read1, decode_content=False)
-    read1: Callable[[int], bytes] = raw._fp.read1
-    return read1
+    inner = raw._fp
+    read1: Callable[[int], bytes] = inner.read1
+
+    def checked(size: int) -> bytes:
+        # http.client's read1 ends a body cut short of its Content-Length quietly (urllib3's
+        # own read1 raises): what it still owed says the body was cut.
+        data = read1(size)
+        if not data and size and getattr(inner, "length", None):
+            raise http.client.IncompleteRead(b"", inner.length)
+        return data
+
+    return checked
 
 
 class _AbortAware:

@@ -273,6 +273,20 @@ class Response:
         """
         return self._budget(seconds)
 
+    def unlimit_reads(self) -> None:
+        """Undo :meth:`limit_reads`: each socket read waits up to the read timeout again.
+
+        For an answer that went on after an end signal that was not its last.
+        """
+        budget = self._before_read
+        self._before_read = None
+        if self._chunked is not None:
+            self._chunked.before_read = None
+        sock = budget.sock if isinstance(budget, _Budget) else None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.settimeout(self._target.read_timeout)
+
     def _budget(self, seconds: float) -> _Budget:
         """A check to run before every socket read: the reads get ``seconds`` in all."""
         # The socket the abort holds first: http.client sets ``conn.sock`` to None as soon as

@@ -175,6 +175,18 @@ class StreamState:
 
         ``TypeError`` for a fragment of the wrong type: the worker reports a malformed payload.
         """
+        if call_id is None and name is None and type(index) is int and type(arguments) is str:
+            # The usual fragment: more arguments for a call already known by its index.
+            known = self._by_key.get(index)
+            if known is not None:
+                if arguments:
+                    known.parts.append(arguments)
+                if not known.touched:
+                    known.touched = True
+                    self._touched.append(known)
+                self._current = known
+                self._dirty = True
+                return
         for value in (call_id, name, arguments):
             if value is not None and type(value) is not str:
                 msg = f"a tool-call field is {type(value).__name__}, not text"

@@ -1,11 +1,12 @@
 """The stream lifecycle: a worker thread per stream, typed hand-offs, exactly one terminal.
 
 ``ChatModel`` binds a :class:`WireFormat` to a connection pool; :class:`Streaming` runs one
-request on a worker thread (:mod:`.worker`) and delivers its events through one I/O-free
-protocol (:mod:`.delivery`) whose operations :mod:`.driving` carries out once for the
-blocking, asyncio, background and pull drivers. Wire formats plug in from
-:mod:`blazen.providers` by implementing :class:`blazen._kit.WireFormat` (the provider kit,
-one layer down); nothing here knows a provider by name.
+request (the algorithm in :mod:`.exchange`) on a worker thread (:mod:`.worker`) and
+delivers its events through one I/O-free protocol (:mod:`.delivery`) whose operations
+:mod:`.driving` carries out once for the blocking, asyncio, background and pull drivers.
+Wire formats plug in from :mod:`blazen.providers` by implementing
+:class:`blazen._kit.WireFormat` (the provider kit, one layer down); nothing here knows a
+provider by name.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from .worker import start_soon
 
 if TYPE_CHECKING:
     from .model import ChatModel
-    from .worker import Run
+    from .worker import StreamWorker
 
 __all__ = ["Inbox", "advance", "complete_async", "how", "interrupts", "settle"]
 
@@ -71,7 +71,7 @@ class Inbox:
             self.exited = True
         return item
 
-    async def wait_exit(self, run: Run) -> None:
+    async def wait_exit(self, run: StreamWorker) -> None:
         """Wait until ``run``'s worker has exited (its last event taken, its thread ended)."""
         if not run.queued:
             return  # interrupted before its worker was handed to the starter
@@ -90,7 +90,7 @@ def interrupts(exc: BaseException) -> bool:
 
 
 async def advance(
-    ops: Ops, inbox: Inbox, run: Run, throw: Optional[BaseException] = None
+    ops: Ops, inbox: Inbox, run: StreamWorker, throw: Optional[BaseException] = None
 ) -> Union[Returned, Ended]:
     """Resume ``ops`` (throwing ``throw`` in) and answer what it needs by awaiting, until a
     callback returned something or the stream succeeded. The stream's error propagates.

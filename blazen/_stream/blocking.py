@@ -1,6 +1,6 @@
 """The blocking driver of the delivery protocol: callbacks run on the calling thread.
 
-A worker thread (:class:`~.worker.Run`) does the I/O; :class:`~.delivery.Delivery` decides
+A worker thread (:class:`~.worker.StreamWorker`) does the I/O; :class:`~.delivery.Delivery` decides
 what each event means; this driver carries its operations out on the calling thread: it
 waits on a queue in a way Ctrl-C interrupts, runs the callbacks one at a time, and never
 returns while the worker is still running.
@@ -30,7 +30,7 @@ from .events import Join, Wait, WorkerEvent
 
 if TYPE_CHECKING:
     from .model import ChatModel
-    from .worker import Run
+    from .worker import StreamWorker
 
 __all__ = ["advance", "complete_blocking", "how", "refusal", "settle"]
 
@@ -163,7 +163,7 @@ def how(exc: BaseException) -> str:
 def advance(
     ops: Generator[Need, Any, Optional[CompletionResponse]],
     get: Callable[..., WorkerEvent],
-    run: Run,
+    run: StreamWorker,
     throw: Optional[BaseException] = None,
 ) -> Union[Returned, Ended]:
     """Resume ``ops`` (throwing ``throw`` in) and answer what it needs on this thread, until

@@ -47,7 +47,7 @@ from .events import (
     Wait,
     WorkerEvent,
 )
-from .worker import Run
+from .worker import StreamWorker
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -108,7 +108,7 @@ class Delivery:
     def __init__(
         self,
         model: ChatModel,
-        run: Run,
+        run: StreamWorker,
         *,
         on_chunk: Optional[ChunkCallback],
         on_done: Optional[DoneCallback],
@@ -135,6 +135,9 @@ class Delivery:
         #: A cancel token fired: from then on no chunk is delivered, and the stream ends
         #: cancelled even if the worker's done is already queued behind the chunks.
         self.cancelled = False
+        #: ``time.monotonic()`` past which the total timeout has struck (None: no limit).
+        #: The drivers read it between the chunks of one batch, too.
+        self.deadline: Optional[float] = None
         #: The cancel came before the outcome was decided, so the stream ends cancelled.
         self.cancel_won = False
         # Deciding the outcome and a cancel from another thread exclude each other.
@@ -160,7 +163,7 @@ class Delivery:
         timeout: Optional[float],
     ) -> Delivery:
         """A stream's worker (posting to ``put``, not started) and the caller's half of it."""
-        run = Run(model, req, put, stream=stream)
+        run = StreamWorker(model, req, put, stream=stream)
         delivery = cls(
             model,
             run,
@@ -210,8 +213,8 @@ class Delivery:
         self.run.post(CANCEL)
         self.run.abort.abort()
 
-    def finish(self, err: BlazenError) -> BlazenError:
-        """Fill in the partial text (once the worker is gone) and scrub secrets."""
+    def with_progress(self, err: BlazenError) -> BlazenError:
+        """``err`` with what the stream got so far: its partial text and its usage."""
         # Only called once the worker has handed over its last event (after STOP or JOIN),
         # so its state no longer changes.
         run = self.run
@@ -220,7 +223,11 @@ class Delivery:
             err.partial_reasoning = run.state.reasoning
         if err.usage is None:  # an ending the caller decided: cancel, a time limit
             err.usage = run.usage_so_far()
-        return self.model.scrub(err)
+        return err
+
+    def caller_error(self, err: BlazenError) -> BlazenError:
+        """The error as the caller receives it: with the stream's progress, keys masked."""
+        return self.model.scrub(self.with_progress(err))
 
     def interrupt(self, how: str) -> None:
         """Ctrl-C or a cancelled task: end the stream as cancelled unless it had ended.
@@ -249,7 +256,7 @@ class Delivery:
             return None
         outcome = self.outcome
         if isinstance(outcome, BlazenError):
-            err = self.finish(outcome)
+            err = self.caller_error(outcome)
             self._end_span(err)
             if self.on_error is None:
                 return None
@@ -273,6 +280,7 @@ class Delivery:
         now = time.monotonic
         start = last = now()
         end = start + total if total is not None else None
+        self.deadline = end
         queued = False  # waiting for a connection: the idle limit does not run
         # The span waiting for its first chunk: one None check per socket read, no more.
         first = self.telemetry
@@ -354,7 +362,7 @@ class Delivery:
         assert isinstance(decided, BlazenError)
         err = decided
         yield STOP if stop else JOIN
-        err = self.finish(err)
+        err = self.caller_error(err)
         self._end_span(err)
         # Not settled here: the driver's Delivery.call settles as it enters the callback,
         # so an interrupt at any moment before (while the error is scrubbed, say) still

@@ -21,6 +21,7 @@ is no ``on_error``, and an interrupt (Ctrl-C, a cancelled task) out of a callbac
 from __future__ import annotations
 
 from collections.abc import Generator
+from time import monotonic
 from typing import Any, Callable, Optional, Union
 
 from .._types import CompletionResponse
@@ -102,9 +103,14 @@ def carry_out(
             elif isinstance(op, Deliver):
                 fn = op.fn
                 raised: Optional[BaseException] = None
+                # One batch holds every event of one socket read, a whole stream for a
+                # slow caller: the total timeout is checked between its chunks too.
+                deadline = delivery.deadline
                 for chunk in op.chunks:
                     if delivery.cancelled:
                         break  # cancel() has returned: not one more chunk
+                    if deadline is not None and monotonic() >= deadline:
+                        break  # the steps see the deadline passed and end the stream
                     try:
                         returned = fn(chunk)
                     except BaseException as exc:

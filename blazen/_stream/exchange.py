@@ -287,17 +287,19 @@ class Exchange:
         feed = frames.feed
         read = resp.read
         data = ""
-        # Reading on after an end signal that may not be the last (state.read_on): each
-        # wait for more gets TAIL_GRACE, renewed only by content, so a server that goes
-        # quiet (or trickles nothing new) after it holds the call about a second at most.
+        # Reading on after an end signal that may not be the last (state.read_on): the
+        # reads get TAIL_GRACE in all, so a server that goes quiet (or trickles keep-alives,
+        # or repeats the ending with no content) after it holds the call about a second at
+        # most. Content after it means the answer goes on: the stream is mid-answer again
+        # (reads wait as any read does, and the body ending there is a cut answer) until
+        # the next end signal starts a fresh grace.
         tail: Optional[ReadBudget] = None
-        grew = False  # content came after the latest end signal
         while True:
             try:
                 raw = read()
                 batch = feed(raw) if raw else frames.end()
             except BlazenError:
-                if tail is None or self.abort.aborted or (grew and not tail.spent()):
+                if tail is None or self.abort.aborted:
                     raise
                 # The grace ran out, or the connection failed with nothing after the end
                 # signal: the answer ended at it.
@@ -315,16 +317,20 @@ class Exchange:
                         raise shape_error(provider, exc, data) from exc
                     if chunk is not None:
                         pending.append(chunk)
-                        if tail is not None:
-                            # More came after the end signal: the answer goes on.
-                            grew = True
-                            tail = resp.limit_reads(TAIL_GRACE)
+                        if tail is not None and not state.read_on:
+                            # Content after the end signal: the answer goes on, and has not
+                            # ended until another end signal comes.
+                            tail = None
+                            resp.unlimit_reads()
+                            state.finished = False
                     if state.finished:
                         if state.read_on:
                             # An end signal that may not be the last: read on, a short while.
+                            # A repeat with no content since the last one keeps its deadline
+                            # (else a server repeating it forever would hold the call).
                             state.read_on = False
-                            grew = False
-                            tail = resp.limit_reads(TAIL_GRACE)
+                            if tail is None or chunk is not None:
+                                tail = resp.limit_reads(TAIL_GRACE)
                         elif tail is None:
                             ended = True  # the end signal, and nothing may follow it
                             break
@@ -382,7 +388,8 @@ class Exchange:
 
 
 #: How long the stream waits for more after an end signal that may not be the last
-#: (Gemini's finishReason, see StreamState.read_on), renewed by each payload with content.
+#: (Gemini's finishReason, see StreamState.read_on); content after it ends the wait (the
+#: answer goes on), and only the next end signal starts a fresh one.
 TAIL_GRACE = 1.0
 
 

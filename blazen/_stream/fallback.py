@@ -28,6 +28,7 @@ from ..errors import (
     TimeoutError,
     safe_str,
 )
+from .masks import Masks
 from .model import ChatModel
 from .options import ModelOptions
 
@@ -122,7 +123,7 @@ class Fallback(ChatModel):
             secrets=(),
         )
         # Every member's keys and passwords are masked in whatever this model reports.
-        self._masks = tuple(mask for m in self.members for mask in m.masks)
+        self._masks = Masks(tuple(mask for m in self.members for mask in m.masks))
         self.embedder: Optional[EmbeddingWire] = primary.embedder
 
     def embed(self, inputs: Any, **kwargs: Any) -> EmbeddingResponse:

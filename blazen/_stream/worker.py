@@ -29,17 +29,17 @@ from .exchange import Exchange
 if TYPE_CHECKING:
     from .model import ChatModel
 
-__all__ = ["Phase", "Run", "start_soon"]
+__all__ = ["Phase", "StreamWorker", "start_soon"]
 
 # Runs waiting to be started by the starter thread (see start_soon).
-_to_start: queue.SimpleQueue[Run] = queue.SimpleQueue()
+_to_start: queue.SimpleQueue[StreamWorker] = queue.SimpleQueue()
 _starter_lock = threading.Lock()
 _starter: list[threading.Thread] = []  # the running starter, if any
 #: How long the starter waits for more work before it exits.
 STARTER_IDLE = 5.0
 
 
-def start_soon(run: Run) -> None:
+def start_soon(run: StreamWorker) -> None:
     """Start ``run``'s worker from blazen's own starter thread, and return at once.
 
     ``Thread.start`` waits until the new thread runs, which under a busy GIL can take
@@ -96,7 +96,7 @@ class Phase(enum.IntEnum):
     EXITED = 3
 
 
-class Run:
+class StreamWorker:
     """One request on its worker thread: the thread, its phase, and where its events go.
 
     Each phase is written by one party, in order: the starter (or the caller) writes

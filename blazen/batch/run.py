@@ -54,7 +54,7 @@ from .progress import Progress, open_progress
 from .provider import run_via_provider
 from .report import BatchReport
 from .results import BatchResult, PathLike, ResultsFile
-from .work import ChunkEvent, DoneEvent, Pipe, RemoteModel, run_item
+from .work import ItemChunk, ItemLeft, Pipe, RemoteModel, run_item
 
 __all__ = ["run"]
 
@@ -80,7 +80,7 @@ class _Try:
         return (self.not_before, self.key) < (other.not_before, other.key)
 
 
-class _Run:
+class _BatchRun:
     def __init__(
         self,
         model: ChatModel,
@@ -196,13 +196,13 @@ class _Run:
                 run_item, self.shipped, item.id, item.req, item.attempt, self.timeout
             )
         self.in_flight[item.key] = (item, future)
-        done = DoneEvent(item.key)
+        done = ItemLeft(item.key)
         future.add_done_callback(lambda _f: self.pipe.done(done))
 
     # -- one event ---------------------------------------------------------------------
 
-    def _handle(self, event: Union[ChunkEvent, DoneEvent]) -> None:
-        if isinstance(event, ChunkEvent):
+    def _handle(self, event: Union[ItemChunk, ItemLeft]) -> None:
+        if isinstance(event, ItemChunk):
             if self.on_chunk is not None and not self.stopping:
                 self._call("on_chunk", self.on_chunk, event.id, event.chunk)
             return
@@ -386,10 +386,10 @@ def run(
         max_workers=concurrency, thread_name_prefix="blazen-batch"
     )
     total = len(requests) if hasattr(requests, "__len__") else None  # type: ignore[arg-type]
-    state: Optional[_Run] = None
+    state: Optional[_BatchRun] = None
     try:
         bar = open_progress(progress, total)
-        state = _Run(
+        state = _BatchRun(
             model,
             requests,
             concurrency=concurrency,

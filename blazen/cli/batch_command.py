@@ -60,7 +60,9 @@ def add_parser(sub: Any, *, provider_help: str, api_key_help: str) -> None:
         help="a Providers factory to try next when the model fails before its first chunk; "
         "repeat for a longer chain",
     )
-    cmd.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    cmd.add_argument(
+        "--base-url", help="the API's base URL; without --provider, an OpenAI-compatible server's"
+    )
     cmd.add_argument(
         "--api",
         choices=("chat", "responses"),

@@ -34,7 +34,9 @@ def add_parser(sub: Any, *, provider_help: str, api_key_help: str) -> None:
     cmd.add_argument("--provider", help=provider_help)
     cmd.add_argument("--api-key", help=api_key_help)
     cmd.add_argument("--model", help="the embedding model (default: the provider's default)")
-    cmd.add_argument("--base-url", help="the API's base URL (an OpenAI-compatible one alone)")
+    cmd.add_argument(
+        "--base-url", help="the API's base URL; without --provider, an OpenAI-compatible server's"
+    )
     cmd.add_argument("--dimensions", type=int, help="shorter vectors, where the model can")
     cmd.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
     cmd.set_defaults(gguf=None, chat_format=None, json=False, api=None, fallback=[])

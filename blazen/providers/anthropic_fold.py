@@ -382,7 +382,9 @@ class AnthropicFold(Turn):
                 parts.append(text)
             return state.emit(text, None)
         turn = self
-        block = turn.blocks.get(obj.get("index"))
+        # Every delta but text names its block: one without an index is a malformed payload
+        # (its KeyError), never reasoning or a signature pinned to no block.
+        block = turn.blocks.get(obj["index"])
         if dtype == "thinking_delta":
             text = delta.get("thinking")
             chunk = state.emit(None, text)

@@ -8,7 +8,8 @@ Each SSE payload is a whole ``GenerateContentResponse``
   ``finishReason`` (an EOF before it is a truncation). A finishReason is not always last
   (server-side code execution sends STOP, then the code's result and the answer, then
   STOP), so the fold asks the engine to read on (``StreamState.read_on``): at most a
-  second for each next payload, renewed by content (docs/streaming.md, "Retries");
+  second after a finish reason; content after it puts the answer back mid-stream until
+  the next one (docs/streaming.md, "Retries");
 - server tools (``googleSearch``, ``codeExecution``...), grounding, citation and safety
   metadata are read by :mod:`.gemini_fold`;
 - function calls arrive whole, one ``functionCall`` part each, with no id: blazen gives

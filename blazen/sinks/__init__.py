@@ -24,7 +24,7 @@ Example (a Celery task and a web endpoint on another machine)::
 from __future__ import annotations
 
 from .._stream import Sink
-from .codec import Event
+from .codec import Event, HandlerCall
 from .fanout import QueueSink, Tee, tee
 from .follow import follow, sse_lines
 from .jsonl import JsonlSink, read_jsonl
@@ -32,6 +32,7 @@ from .redis import RedisStreamSink
 
 __all__ = [
     "Event",
+    "HandlerCall",
     "JsonlSink",
     "QueueSink",
     "RedisStreamSink",

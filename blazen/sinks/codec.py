@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .._codec import (
     VERSION,
-    Event,
+    HandlerCall,
     decode,
     decode_error,
     dumps,
@@ -24,6 +24,7 @@ from .._codec import (
 __all__ = [
     "VERSION",
     "Event",
+    "HandlerCall",
     "decode",
     "decode_error",
     "dumps",
@@ -34,3 +35,6 @@ __all__ = [
     "line",
     "loads",
 ]
+
+#: The old name of :data:`HandlerCall`, kept for code that imports it.
+Event = HandlerCall

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from typing import IO, Any, Optional, Union
 
-from .._codec import Event, decode, encode_chunk, encode_done, encode_error, line, loads
+from .._codec import HandlerCall, decode, encode_chunk, encode_done, encode_error, line, loads
 from .._types import StreamChunk, TokenUsage
 from ..errors import BlazenError, ValidationError
 
@@ -68,7 +68,7 @@ class JsonlSink:
         self._end(encode_error(err))
 
 
-def read_jsonl(path: PathLike) -> Iterator[Event]:
+def read_jsonl(path: PathLike) -> Iterator[HandlerCall]:
     """Yield the ``(kind, args)`` a :class:`JsonlSink` wrote, with real values.
 
     Chunks come back as :class:`~blazen.StreamChunk`, usage as :class:`~blazen.TokenUsage`

@@ -2,7 +2,7 @@
 
 A signal handler that raises (Ctrl-C's KeyboardInterrupt, a SIGALRM deadline) can land
 anywhere on the calling thread, inside ``Thread.start`` or inside the wait for the worker
-too. ``Run.wait_exit`` only blocks in bounded C-level lock waits and reads its phase, so
+too. ``StreamWorker.wait_exit`` only blocks in bounded C-level lock waits and reads its phase, so
 neither leaves it waiting for ever. (Second interrupts at each place they can land in the
 drivers' handling are in ``test_attack_round4.py``.)
 """
@@ -27,7 +27,7 @@ def _model(base_url: str) -> blazen.ChatModel:
 def test_wait_exit_returns_for_a_worker_that_never_began():
     """Thread.start asked for but cut short before the thread ran: an aborted run is left to
     itself after a moment (it sends nothing if it ever begins), never waited for ever."""
-    run = worker.Run(_model("http://127.0.0.1:9"), REQ, lambda item: None)
+    run = worker.StreamWorker(_model("http://127.0.0.1:9"), REQ, lambda item: None)
     run.phase = worker.Phase.STARTING  # as if an interrupt landed inside Thread.start
     run.abort.abort()  # what the interrupt's handling does
     started = time.monotonic()
@@ -38,7 +38,7 @@ def test_wait_exit_returns_for_a_worker_that_never_began():
 
 def test_wait_exit_survives_an_interrupt_that_left_its_lock_taken():
     """The exit hand-off lock acquired by the caller, then an interrupt: the next wait returns."""
-    run = worker.Run(_model("http://127.0.0.1:9"), REQ, lambda item: None)
+    run = worker.StreamWorker(_model("http://127.0.0.1:9"), REQ, lambda item: None)
     run.abort.abort()
     run.start()
     run.wait_exit()

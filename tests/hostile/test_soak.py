@@ -26,7 +26,7 @@ WATCHED = (
     "HTTPResponse",  # http.client's and urllib3's
     "Response",  # requests' and blazen's
     "_ChunkedBody",
-    "Run",
+    "StreamWorker",
     "Delivery",
     "StreamChunk",
     "Abort",

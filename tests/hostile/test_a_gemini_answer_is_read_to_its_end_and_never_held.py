@@ -1,0 +1,107 @@
+"""A Gemini body is read to its end: never cut after a finish reason, never held past its bound.
+
+Gemini has no end sentinel and a finishReason is not always the last payload, so blazen
+reads on after one for at most a second (docs/streaming.md). These servers try both ways
+to break that: payloads that carry a finish reason but no content, repeated forever, must
+not hold the call; content that follows a finish reason puts the answer back mid-stream,
+so a slow next payload must not cut it, and a body that ends there is a cut answer.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import blazen
+from blazen import Llm, Streaming
+from blazen.testing import Pause, Recorder, Reply, Stall, StreamServer
+
+from ..conftest import model_for
+
+TEXT_STOP = (
+    b'data: {"candidates":[{"content":{"parts":[{"text":"Done."}],"role":"model"},'
+    b'"finishReason":"STOP"}]}\r\n\r\n'
+)
+# A payload with a finish reason and usage, but no content: a repeat of the ending.
+STOP_ONLY = (
+    b'data: {"candidates":[{"content":{"parts":[],"role":"model"},"finishReason":"STOP"}],'
+    b'"usageMetadata":{"promptTokenCount":3,"candidatesTokenCount":2,"totalTokenCount":5}}'
+    b"\r\n\r\n"
+)
+MORE = b'data: {"candidates":[{"content":{"parts":[{"text":" More."}],"role":"model"}}]}\r\n\r\n'
+MORE_STOP = (
+    b'data: {"candidates":[{"content":{"parts":[{"text":" End."}],"role":"model"},'
+    b'"finishReason":"STOP"}]}\r\n\r\n'
+)
+
+
+@pytest.fixture
+def model(server: StreamServer) -> blazen.ChatModel:
+    return model_for("gemini", server, max_retries=0, idle_timeout=30)
+
+
+def run(server: StreamServer, model: blazen.ChatModel, reply: Reply, **kw: Any) -> Any:
+    server.add(reply)
+    rec = Recorder()
+    began = time.monotonic()
+    resp = Streaming.complete(model, Llm.completion_request([Llm.user("q")]), rec.handler, **kw)
+    return rec, resp, time.monotonic() - began
+
+
+def test_repeated_finish_reasons_without_content_cannot_hold_the_call(server, model):
+    """STOP, then a content-free STOP payload every 0.5 s forever: done within the grace."""
+    repeats = [Pause(0.5), STOP_ONLY] * 40  # 20 s if each one renewed the wait
+    rec, resp, took = run(server, model, Reply.sse([TEXT_STOP, *repeats, Stall()]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "done"
+    assert resp.content == "Done."
+    assert took < 8  # about a second; generous under load
+    assert server.wait_closed(timeout=5)
+
+
+def test_content_after_a_finish_reason_is_read_to_the_next_one_however_slow(server, model):
+    """STOP, more text, a pause longer than the grace, then the rest: the whole answer."""
+    rec, resp, _ = run(server, model, Reply.sse([TEXT_STOP, MORE, Pause(2.0), MORE_STOP]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "done"
+    assert resp.content == "Done. More. End."
+    assert rec.text == resp.content
+
+
+def test_a_body_that_ends_after_content_followed_a_finish_reason_is_cut(server, model):
+    """STOP, more text, then the body ends cleanly: the answer went on and never finished."""
+    rec, _resp, _ = run(server, model, Reply.sse([TEXT_STOP, MORE]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, blazen.ConnectionError)
+    assert rec.error.partial == "Done. More."
+
+
+def test_a_close_delimited_body_cut_after_content_is_the_same_error(server, model):
+    """Without chunked framing the end of the body is the connection closing: the same error."""
+    rec, _resp, _ = run(server, model, Reply.sse([TEXT_STOP, MORE], transfer="close"))
+    assert rec.terminals == 1 and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, blazen.ConnectionError)
+
+
+def test_a_server_stalled_mid_answer_after_a_finish_reason_is_an_idle_timeout(server):
+    """STOP, more text, then silence: mid-answer, so the idle limit ends it, never a done."""
+    model = model_for("gemini", server, max_retries=0, idle_timeout=1.5)
+    rec, _resp, took = run(server, model, Reply.sse([TEXT_STOP, MORE, Stall()]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "error"
+    assert isinstance(rec.error, blazen.TimeoutError) and rec.error.limit == "idle"
+    assert took < 10
+
+
+def test_more_candidates_after_a_long_pause_do_not_hold_the_call(server, model):
+    """STOP, then more content only after 3 s: the call has returned done at STOP by then."""
+    rec, resp, took = run(server, model, Reply.sse([TEXT_STOP, Pause(3.0), MORE_STOP]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "done" and resp.content == "Done."
+    assert took < 2.9
+    assert server.wait_closed(timeout=5)
+
+
+def test_a_total_timeout_during_the_grace_still_wins(server, model):
+    """timeout= shorter than the rest of the grace: the stream ends done or timed out, once."""
+    rec, _resp, took = run(server, model, Reply.sse([TEXT_STOP, Stall()]), timeout=0.3)
+    assert rec.terminals == 1
+    assert took < 5
