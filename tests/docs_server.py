@@ -131,12 +131,12 @@ def _responses(body: dict[str, Any]) -> Reply:
 
 
 def _embeddings(body: dict[str, Any]) -> Reply:
-    """OpenAI's embeddings object: a float vector per input, in order, of the size asked."""
+    """OpenAI's embeddings object: a float vector per input, in order."""
     texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-    size = body.get("dimensions", 3)  # the API shortens its vectors to `dimensions`
+    # As wide as asked (``dimensions``), as OpenAI's text-embedding-3 models answer.
+    width = body.get("dimensions") or 3
     data = [
-        {"object": "embedding", "index": i,
-         "embedding": [len(t) / 10, *([0.5] * (size - 1))]}
+        {"object": "embedding", "index": i, "embedding": [len(t) / 10] + [0.5] * (width - 1)}
         for i, t in enumerate(texts)
     ]
     usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
