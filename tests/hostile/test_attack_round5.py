@@ -717,9 +717,10 @@ def test_an_on_rule_that_raises_is_one_typed_error_and_nothing_is_switched_to():
         raise LookupError("my rule broke")
 
     failing = Reply.json({"error": {"message": "no", "type": "server_error"}}, status=503)
-    with StreamServer([failing]) as first, StreamServer(
-        [Reply.sse(openai_sse(("never",)))]
-    ) as second:
+    with (
+        StreamServer([failing]) as first,
+        StreamServer([Reply.sse(openai_sse(("never",)))]) as second,
+    ):
         chain = blazen.Providers.fallback(
             blazen.Providers.openai(api_key=KEY, base_url=first.base_url, max_retries=0),
             blazen.Providers.openai(api_key=KEY, base_url=second.base_url, max_retries=0),
@@ -732,3 +733,92 @@ def test_an_on_rule_that_raises_is_one_typed_error_and_nothing_is_switched_to():
     assert isinstance(rec.error, blazen.CallbackError), repr(rec.error)
     assert isinstance(rec.error.__cause__, LookupError)
     assert KEY not in str(rec.error)
+
+
+# -- MCP: a server that floods its stdout, never answers, or sends one endless line ---------
+
+_RAW_MCP = textwrap.dedent(
+    """
+    import json, sys, time
+    out = sys.stdout.buffer
+
+    def send(obj):
+        out.write(json.dumps(obj).encode() + b"\\n")
+        out.flush()
+
+    TOOLS = [{"name": n, "description": n, "inputSchema": {"type": "object"}}
+             for n in ("flood", "endless_line", "echo")]
+    for raw in sys.stdin.buffer:
+        msg = json.loads(raw)
+        method, mid = msg.get("method"), msg.get("id")
+        if method == "initialize":
+            send({"jsonrpc": "2.0", "id": mid, "result": {
+                "protocolVersion": msg["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "raw", "version": "1"}}})
+        elif method == "tools/list":
+            send({"jsonrpc": "2.0", "id": mid, "result": {"tools": TOOLS}})
+        elif method == "tools/call":
+            name = msg["params"]["name"]
+            if name == "echo":
+                send({"jsonrpc": "2.0", "id": mid,
+                      "result": {"content": [{"type": "text", "text": "echo"}]}})
+            elif name == "flood":
+                end = time.monotonic() + 60
+                while time.monotonic() < end:  # garbage lines, never the answer
+                    out.write(b"not json at all " * 4096 + b"\\n")
+                    out.flush()
+            elif name == "endless_line":
+                end = time.monotonic() + 60
+                while time.monotonic() < end:  # one line that never ends
+                    out.write(b"x" * 65536)
+                    out.flush()
+    """
+)
+
+
+@pytest.mark.parametrize("tool", ["flood", "endless_line"])
+def test_an_mcp_server_that_floods_its_stdout_is_bounded_by_the_call_timeout(
+    tool: str, tmp_path: Path
+):
+    """A tool call answered by a flood of garbage ends at its timeout; the session closes."""
+    pytest.importorskip("mcp")
+    from blazen.agent import mcp
+
+    script = tmp_path / "raw_mcp.py"
+    script.write_text(_RAW_MCP)
+    started = time.monotonic()
+    with open(tmp_path / "log", "w") as log:
+        session = mcp.stdio([sys.executable, str(script)], stderr=log, protocol="legacy")
+        with session:
+            assert session.call("echo", {}) is not None
+            with pytest.raises(blazen.TimeoutError):
+                session.call(tool, {}, timeout=2)
+    assert time.monotonic() - started < 40, "closing a flooding server must not hang"
+
+
+def test_a_batch_whose_status_goes_back_after_completed_is_read_once_it_ends_again(
+    tmp_path: Path,
+):
+    """completed, then in_progress with no files, then completed: every answer, none failed."""
+    out = tmp_path / "out.jsonl"
+    with BatchServer() as server:
+        original = server.handle
+        seen = {"completed": 0}
+
+        def wobble(method, path, headers, body):  # type: ignore[no-untyped-def]
+            status, ctype, data = original(method, path, headers, body)
+            if method == "GET" and path.startswith("/v1/batches/"):
+                view = json.loads(data)
+                if view.get("status") == "completed":
+                    seen["completed"] += 1
+                    if seen["completed"] == 2:  # the look the results download takes
+                        view.update(status="in_progress", output_file_id=None)
+                        return status, ctype, json.dumps(view).encode()
+            return status, ctype, data
+
+        server.handle = wobble  # type: ignore[method-assign]
+        report = run(model_for("openai", server), items(3), out)
+    got = records(out)
+    assert sorted(got) == ["q0", "q1", "q2"] and all("text" in r for r in got.values())
+    assert report.ok == 3 and report.failed == 0

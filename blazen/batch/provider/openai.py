@@ -20,7 +20,7 @@ from typing import Any, Optional, Union
 
 from ..._stream import ChatModel
 from ..._types import CompletionRequest
-from ...errors import error_from_provider
+from ...errors import ProviderError, error_from_provider
 from ...providers.openai import OpenAIWire
 from ...providers.responses import ResponsesWire
 from .api import BatchState, ItemResult, auth_headers, line_result, required_field
@@ -117,6 +117,16 @@ class OpenAIBatches:
         """Every line of the output file, then of the error file."""
         del cids  # every line names its custom_id
         batch = calls.json("GET", f"{self._base}/batches/{batch_id}", self._headers)
+        status = batch.get("status")
+        if status not in _ENDED:
+            # It said it had ended, and now says otherwise: its files may not be whole yet.
+            msg = (
+                f"{self.provider}'s batch {batch_id} said it had ended and now says "
+                f"{status!r}; its results are read when it ends again"
+            )
+            raise ProviderError(
+                msg, provider=self.provider, error_type="batch_not_ended", retryable=True
+            )
         for key in ("output_file_id", "error_file_id"):
             file_id = batch.get(key)
             if not file_id:

@@ -15,9 +15,9 @@ came back.
 
 Waits and their bounds: each HTTP call has the model's ``connect_timeout`` and
 ``idle_timeout`` and its retries; the sleeps between polls are at most
-``max_poll_interval`` and Ctrl-C ends them at once; a batch whose polls keep failing for
-:data:`MAX_POLL_FAILURES` rounds in a row stops the run with that error (the batch goes on
-at the provider; the next run picks it up).
+``max_poll_interval`` and Ctrl-C ends them at once; a batch whose polls (or results
+downloads) keep failing for :data:`MAX_POLL_FAILURES` rounds in a row stops the run with
+that error (the batch goes on at the provider; the next run picks it up).
 """
 
 from __future__ import annotations
@@ -231,6 +231,8 @@ class _ProviderRun:
     def wait(self) -> None:
         interval = self.poll_interval
         failures: dict[str, int] = {}
+        #: Failed results downloads, by batch: not reset by a poll that answers.
+        broken: dict[str, int] = {}
         while True:
             open_entries = [e for e in self.ledger.open_entries() if e.batch is not None]
             if not open_entries:
@@ -256,8 +258,22 @@ class _ProviderRun:
                 if self.states.get(entry.tag) != state:
                     changed = True
                 self.states[entry.tag] = state
-                if state.ended:
+                if not state.ended:
+                    continue
+                try:
                     self._collect(entry, state)
+                except BlazenError as err:
+                    # A download that broke or stalled, a batch that says it is running
+                    # again: what arrived is written; the next round reads the rest.
+                    broken[entry.tag] = broken.get(entry.tag, 0) + 1
+                    if not _transient(err) or broken[entry.tag] >= MAX_POLL_FAILURES:
+                        raise self.model.scrub(err) from None
+                    logger.info(
+                        "%s: reading the results of batch %s failed (%s); trying again",
+                        self.api.provider,
+                        entry.batch,
+                        self.model.redact(err.message),
+                    )
             self._show()
             if not any(e.batch is not None for e in self.ledger.open_entries()):
                 return
