@@ -191,6 +191,9 @@ class Exchange:
                     finished = True
                     resp.release()
                     continued += 1
+                    # The usage of the answers so far is reported usage: an error in the
+                    # next request carries it (err.usage), never an estimate instead.
+                    self.state.usage = response.usage
                     resp = self._open(wire.build(nxt, stream=False))
                     finished = False
                     response = joined(response, self._parsed(resp))
