@@ -97,8 +97,8 @@ class Caller:
                     # cut short is a broken download, never a line to skip.
                     msg = (
                         f"the {self.provider} batch results download ended in the middle of "
-                        "a line (the connection closed early); what arrived is kept, the rest is read "
-                        "on the next try (run again with the same out=)"
+                        "a line (the connection closed early); what arrived is kept, the rest "
+                        "is read on the next try (run again with the same out=)"
                     )
                     raise ConnectionError(msg, provider=self.provider, retryable=True)
                 yield tail
