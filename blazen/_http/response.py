@@ -43,6 +43,7 @@ class Response:
         "_before_read",
         "_chunked",
         "_inflater",
+        "_inflating",
         "_read1",
         "_resp",
         "_target",
@@ -64,6 +65,9 @@ class Response:
         #: Case-insensitive, as HTTP header names are.
         self.headers: Mapping[str, str] = resp.headers
         self._inflater = inflater_for(self.headers.get("Content-Encoding", ""))
+        # The inflated pieces of the last raw read still to hand out: one read of a gzip
+        # bomb inflates to far more than the event cap, so it goes up a piece at a time.
+        self._inflating: Optional[Iterator[bytes]] = None
 
     @property
     def content_type(self) -> str:
@@ -131,12 +135,16 @@ class Response:
         try:
             inflater = self._inflater
             while True:
+                pieces = self._inflating
+                if pieces is not None:
+                    out = next(pieces, None)
+                    if out is not None:
+                        return out  # at most decoding's piece size: the cap sees each
+                    self._inflating = None
                 data = self._read_raw()
                 if not data or inflater is None:
                     return data
-                out = b"".join(inflater.feed(data))
-                if out:
-                    return out
+                self._inflating = inflater.feed(data)
         except BlazenError:
             raise
         except Exception as exc:
