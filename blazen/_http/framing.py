@@ -161,6 +161,11 @@ class SseFramer:
         """
         if self._error is not None:
             raise self._error
+        head, self._head = self._head, None
+        if head:
+            # The body ended inside what could still have been a byte order mark: those
+            # bytes are a broken UTF-8 sequence, and sseclient-py says so.
+            self._slow(head, [])
         carry = b"".join(self._carry)
         self._carry.clear()
         if carry.strip(b"\n"):

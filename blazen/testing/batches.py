@@ -131,7 +131,8 @@ class BatchServer:
         #: output file, Anthropic's results): what a lying provider sends.
         self.lines = lines
         #: ``"drop"``: a results download closes after half its bytes (its Content-Length
-        #: promised all); ``"stall"``: it sends half, then nothing until the server stops.
+        #: promised all); ``"cut"``: the same with no Content-Length (the close looks like
+        #: the end); ``"stall"``: it sends half, then nothing until the server stops.
         self.download = download
         #: Batch creations still to be carried out with their answer lost (the connection
         #: closes before a byte of it is sent).
@@ -668,6 +669,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.send_response(status)
         self.send_header("Content-Type", ctype)
+        if fault == "cut" and status == 200:
+            # No length: the body ends where the connection closes, half-way, mid-line.
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.close_connection = True
+            return
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         if fault and status == 200:

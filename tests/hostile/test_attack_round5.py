@@ -160,14 +160,15 @@ def test_a_batch_object_of_the_wrong_shape_is_one_typed_error(tmp_path: Path, vi
 # -- a download that breaks ----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("fault", ["drop", "cut"])
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 def test_a_results_download_cut_half_way_is_a_typed_error_and_a_rerun_finishes(
-    provider: str, tmp_path: Path
+    provider: str, fault: str, tmp_path: Path
 ):
-    """A download that closes early raises one typed error; the rerun writes the rest once."""
+    """A download that closes early (sized or not) is one typed error; the rerun writes the rest."""
     out = tmp_path / "out.jsonl"
     reqs = items(40)
-    with BatchServer(download="drop") as server:
+    with BatchServer(download=fault) as server:
         model = model_for(provider, server)
         with pytest.raises(blazen.BlazenError) as info:
             run(model, reqs, out)

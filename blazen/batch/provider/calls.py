@@ -28,6 +28,14 @@ logger = logging.getLogger("blazen")
 MAX_JSON_BYTES = 256 * 1024 * 1024
 
 
+def _whole_json(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True
+
+
 def maybe_done(err: BlazenError) -> bool:
     """The request may have been carried out although ``err`` came instead of its answer.
 
@@ -84,6 +92,15 @@ class Caller:
                     if line.strip():
                         yield line
             if tail.strip():
+                if not _whole_json(tail):
+                    # A body with no length ends where the connection closes: a last line
+                    # cut short is a broken download, never a line to skip.
+                    msg = (
+                        f"the {self.provider} batch results download ended in the middle of "
+                        "a line (the connection closed early); what arrived is kept, the rest "
+                        "is read on the next try (run again with the same out=)"
+                    )
+                    raise ConnectionError(msg, provider=self.provider, retryable=True)
                 yield tail
             finished = True
             resp.release()
