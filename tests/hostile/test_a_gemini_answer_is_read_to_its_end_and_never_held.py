@@ -105,3 +105,20 @@ def test_a_total_timeout_during_the_grace_still_wins(server, model):
     rec, _resp, took = run(server, model, Reply.sse([TEXT_STOP, Stall()]), timeout=0.3)
     assert rec.terminals == 1
     assert took < 5
+
+
+@pytest.mark.parametrize(
+    "trickle",
+    [
+        [b"\r\n", Pause(0.2)] * 50,  # blank lines: no event at all
+        [b'data: {"candidates":[{"content":', Pause(0.2)] + [b" ", Pause(0.2)] * 50,  # never ends
+        [b'data: {"usageMetadata":{"totalTokenCount":5}}\r\n\r\n', Pause(0.2)] * 50,
+    ],
+    ids=["blank-lines", "an-event-that-never-ends", "usage-only-payloads"],
+)
+def test_bytes_trickled_after_the_finish_reason_cannot_hold_the_call(server, model, trickle):
+    """After STOP a server trickles bytes with no content for 10 s: done within the grace."""
+    rec, resp, took = run(server, model, Reply.sse([TEXT_STOP, *trickle, Stall()]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "done" and resp.content == "Done."
+    assert took < 8
+    assert server.wait_closed(timeout=5)
