@@ -8,6 +8,7 @@ terminal, is never retried, and the error carries the usage reported so far.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -352,3 +353,38 @@ def test_a_total_timeout_while_the_continuation_connects_wins(unreachable_contin
     assert rec.terminals == 1 and isinstance(rec.error, blazen.TimeoutError)
     assert rec.error.limit == "total" and rec.error.partial == PAUSED_TEXT
     assert took < 10
+
+
+def test_leaving_a_pull_loop_while_the_continuation_waits_closes_it_at_once(server, model):
+    """Breaking out of Streaming.stream during the continuation's wait: prompt, closed."""
+    server.add(paused(), NO_HEADERS)
+    began = time.monotonic()
+    texts = []
+    with Streaming.stream(model, request()) as chunks:
+        for chunk in chunks:
+            texts.append(chunk.content_delta or "")
+            if chunk.server_tool is not None and chunk.server_tool.status == "done":
+                time.sleep(0.3)  # the continuation is sent and waits for its answer
+                break
+    assert "".join(texts) == PAUSED_TEXT
+    assert time.monotonic() - began < 10
+    assert server.wait_closed(timeout=5)
+
+
+def test_cancelling_the_task_while_the_continuation_waits_is_one_cancelled_error(server, model):
+    """complete_async: the task cancelled during the continuation's wait ends it once, closed."""
+    server.add(paused(), NO_HEADERS)
+    rec = Recorder()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(Streaming.complete_async(model, request(), rec.handler))
+        while not any(c.server_tool is not None for c in rec.chunks):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
+    assert server.wait_closed(timeout=5)
