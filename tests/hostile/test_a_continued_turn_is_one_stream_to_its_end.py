@@ -388,3 +388,33 @@ def test_cancelling_the_task_while_the_continuation_waits_is_one_cancelled_error
     asyncio.run(asyncio.wait_for(main(), 20))
     assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
     assert server.wait_closed(timeout=5)
+
+
+def test_cancel_while_the_paused_body_is_drained_sends_no_continuation(server, model):
+    """The paused message ends but its body stays open; a cancel then ends it, nothing sent."""
+    body = fixture_bytes("anthropic", "pause_turn_web_search.sse")
+    server.add(Reply.sse([body, Stall()]))
+    token = blazen.CancelToken()
+    rec = Recorder()
+
+    def on_chunk(chunk: blazen.StreamChunk) -> None:
+        rec.on_chunk(chunk)
+        if chunk.server_tool is not None and chunk.server_tool.status == "done":
+            token.cancel()
+
+    began = time.monotonic()
+    Streaming.complete(
+        model,
+        request(),
+        on_chunk=on_chunk,
+        on_done=rec.on_done,
+        on_error=rec.on_error,
+        cancel=token,
+    )
+    assert time.monotonic() - began < 10
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
+    assert rec.error.usage is not None and rec.error.usage.prompt_tokens == FIRST_INPUT
+    assert server.wait_closed(timeout=5)
+    # The continuation may already have gone out (the drain gives up within its second),
+    # but never more than one request after the cancel.
+    assert len(server.requests) <= 2
