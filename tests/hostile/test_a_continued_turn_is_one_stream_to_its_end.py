@@ -8,12 +8,16 @@ terminal, is never retried, and the error carries the usage reported so far.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +262,159 @@ def test_ctrl_c_while_the_continuation_waits_for_headers_is_one_cancel_then_the_
             proc.communicate()
     assert out.splitlines() == ["on_error CancelledError", "KeyboardInterrupt closed=True"], err
     assert proc.returncode != 0
+
+
+class _OneAnswerThenFull:
+    """A server that answers one request, closes, and then lets no handshake complete.
+
+    The paused answer goes with ``Connection: close``, so the continuation must connect
+    again; by then the listener's backlog is full and the kernel drops its handshake: the
+    continuation hangs in ``connect`` (as a dead host does) until something ends it.
+    """
+
+    def __init__(self, body: bytes) -> None:
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(0)
+        self.port = self.listener.getsockname()[1]
+        self.fillers: list[socket.socket] = []
+        self.body = body
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                buf += conn.recv(65536)
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            length = int(
+                next(
+                    (
+                        v
+                        for k, _, v in (line.partition(b":") for line in head.split(b"\r\n"))
+                        if k.strip().lower() == b"content-length"
+                    ),
+                    b"0",
+                )
+            )
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            for _ in range(8):  # fill the backlog before the continuation can connect
+                s = socket.socket()
+                s.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    s.connect(("127.0.0.1", self.port))
+                self.fillers.append(s)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Connection: close\r\n\r\n" + self.body
+            )
+
+    def close(self) -> None:
+        self.thread.join(timeout=5)
+        for s in self.fillers:
+            s.close()
+        self.listener.close()
+
+
+@pytest.fixture
+def unreachable_continuation() -> Iterator[blazen.ChatModel]:
+    srv = _OneAnswerThenFull(fixture_bytes("anthropic", "pause_turn_web_search.sse"))
+    try:
+        yield blazen.Providers.anthropic(
+            api_key="k",
+            base_url=f"http://127.0.0.1:{srv.port}",
+            max_retries=0,
+            connect_timeout=60,
+        )
+    finally:
+        srv.close()
+
+
+def test_cancel_while_the_continuation_connects_is_one_cancelled_error(unreachable_continuation):
+    """The continuation's handshake never completes: a cancel ends it at once, once."""
+    token = blazen.CancelToken()
+    timer = threading.Timer(1.0, token.cancel)
+    timer.start()
+    try:
+        rec, _resp, took = run(unreachable_continuation, cancel=token)
+    finally:
+        timer.cancel()
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
+    assert rec.error.partial == PAUSED_TEXT
+    assert took < 10
+
+
+def test_a_total_timeout_while_the_continuation_connects_wins(unreachable_continuation):
+    """timeout= covers the continuation's connect, whatever connect_timeout says."""
+    rec, _resp, took = run(unreachable_continuation, timeout=1.5)
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.TimeoutError)
+    assert rec.error.limit == "total" and rec.error.partial == PAUSED_TEXT
+    assert took < 10
+
+
+def test_leaving_a_pull_loop_while_the_continuation_waits_closes_it_at_once(server, model):
+    """Breaking out of Streaming.stream during the continuation's wait: prompt, closed."""
+    server.add(paused(), NO_HEADERS)
+    began = time.monotonic()
+    texts = []
+    with Streaming.stream(model, request()) as chunks:
+        for chunk in chunks:
+            texts.append(chunk.content_delta or "")
+            if chunk.server_tool is not None and chunk.server_tool.status == "done":
+                time.sleep(0.3)  # the continuation is sent and waits for its answer
+                break
+    assert "".join(texts) == PAUSED_TEXT
+    assert time.monotonic() - began < 10
+    assert server.wait_closed(timeout=5)
+
+
+def test_cancelling_the_task_while_the_continuation_waits_is_one_cancelled_error(server, model):
+    """complete_async: the task cancelled during the continuation's wait ends it once, closed."""
+    server.add(paused(), NO_HEADERS)
+    rec = Recorder()
+
+    async def main() -> None:
+        task = asyncio.ensure_future(Streaming.complete_async(model, request(), rec.handler))
+        while not any(c.server_tool is not None for c in rec.chunks):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(main(), 20))
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
+    assert server.wait_closed(timeout=5)
+
+
+def test_cancel_while_the_paused_body_is_drained_sends_no_continuation(server, model):
+    """The paused message ends but its body stays open; a cancel then ends it, nothing sent."""
+    body = fixture_bytes("anthropic", "pause_turn_web_search.sse")
+    server.add(Reply.sse([body, Stall()]))
+    token = blazen.CancelToken()
+    rec = Recorder()
+
+    def on_chunk(chunk: blazen.StreamChunk) -> None:
+        rec.on_chunk(chunk)
+        if chunk.server_tool is not None and chunk.server_tool.status == "done":
+            token.cancel()
+
+    began = time.monotonic()
+    Streaming.complete(
+        model,
+        request(),
+        on_chunk=on_chunk,
+        on_done=rec.on_done,
+        on_error=rec.on_error,
+        cancel=token,
+    )
+    assert time.monotonic() - began < 10
+    assert rec.terminals == 1 and isinstance(rec.error, blazen.CancelledError)
+    assert rec.error.usage is not None and rec.error.usage.prompt_tokens == FIRST_INPUT
+    assert server.wait_closed(timeout=5)
+    # The continuation may already have gone out (the drain gives up within its second),
+    # but never more than one request after the cancel.
+    assert len(server.requests) <= 2

@@ -13,10 +13,12 @@ import time
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import blazen
 from blazen import Llm, Streaming
-from blazen.testing import Pause, Recorder, Reply, Stall, StreamServer
+from blazen.testing import Pause, Recorder, Reply, Stall, StreamServer, split_bytes
 
 from ..conftest import model_for
 
@@ -105,3 +107,57 @@ def test_a_total_timeout_during_the_grace_still_wins(server, model):
     rec, _resp, took = run(server, model, Reply.sse([TEXT_STOP, Stall()]), timeout=0.3)
     assert rec.terminals == 1
     assert took < 5
+
+
+@pytest.mark.parametrize(
+    "trickle",
+    [
+        [b"\r\n", Pause(0.2)] * 50,  # blank lines: no event at all
+        [b'data: {"candidates":[{"content":', Pause(0.2)] + [b" ", Pause(0.2)] * 50,  # never ends
+        [b'data: {"usageMetadata":{"totalTokenCount":5}}\r\n\r\n', Pause(0.2)] * 50,
+    ],
+    ids=["blank-lines", "an-event-that-never-ends", "usage-only-payloads"],
+)
+def test_bytes_trickled_after_the_finish_reason_cannot_hold_the_call(server, model, trickle):
+    """After STOP a server trickles bytes with no content for 10 s: done within the grace."""
+    rec, resp, took = run(server, model, Reply.sse([TEXT_STOP, *trickle, Stall()]))
+    assert rec.terminals == 1 and rec.kinds[-1] == "done" and resp.content == "Done."
+    assert took < 8
+    assert server.wait_closed(timeout=5)
+
+
+def _payload(kind: str, n: int) -> bytes:
+    text = f'{{"text":"t{n}."}}' if "T" in kind else ""
+    finish = ',"finishReason":"STOP"' if "S" in kind else ""
+    if kind == "U":
+        return b'data: {"usageMetadata":{"totalTokenCount":%d}}\r\n\r\n' % n
+    body = f'{{"candidates":[{{"content":{{"parts":[{text}],"role":"model"}}{finish}}}]}}'
+    return f"data: {body}\r\n\r\n".encode()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    kinds=st.lists(st.sampled_from(["T", "S", "TS", "U"]), min_size=1, max_size=7),
+    cuts=st.lists(st.integers(min_value=1, max_value=2000), max_size=6),
+)
+def test_any_order_of_payloads_ends_done_with_every_text_or_as_a_cut_answer(server, kinds, cuts):
+    """Text, finish-only, text+finish and usage payloads in any order, cut anywhere.
+
+    Done with every text exactly when a finish reason came with or after the last text;
+    otherwise the answer was cut: one ConnectionError holding every text.
+    """
+    model = model_for("gemini", server, max_retries=0, idle_timeout=30)
+    body = b"".join(_payload(k, i) for i, k in enumerate(kinds))
+    rec, resp, _ = run(server, model, Reply.sse(split_bytes(body, cuts)))
+    texts = "".join(f"t{i}." for i, k in enumerate(kinds) if "T" in k)
+    last_text = max((i for i, k in enumerate(kinds) if "T" in k), default=-1)
+    finished = any("S" in k for k in kinds[max(last_text, 0) :])
+    assert rec.terminals == 1
+    assert rec.text == texts
+    if finished:
+        assert rec.kinds[-1] == "done" and resp.content == texts
+    else:
+        assert isinstance(rec.error, blazen.ConnectionError)
+        assert rec.error.partial == texts
