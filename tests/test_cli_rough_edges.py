@@ -98,6 +98,23 @@ def test_top_level_help_sends_to_each_commands_own_exit_statuses(capsys):
     assert "141" not in out and "COMMAND --help" in out
 
 
+@pytest.mark.parametrize(
+    ("argv", "usage"),
+    [
+        (["chat", ""], "usage: blazen chat "),
+        (["chat", "--provider", "nope", "Hi"], "usage: blazen chat "),
+        (["batch", "in.jsonl", "--out", "o.jsonl", "--provider", "nope"], "usage: blazen batch "),
+    ],
+)
+def test_a_usage_error_shows_the_commands_own_usage_line(argv, usage, tmp_path, monkeypatch, capsys):
+    """An empty prompt or an unknown provider prints that command's usage, then the error."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "prompt": "x"}\n')
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+
+
 class NeverStarted:
     """A LocalServer that fails the test if anything starts it."""
 

@@ -191,6 +191,8 @@ def _parser() -> argparse.ArgumentParser:
     cli_embed.add_parser(sub, provider_help=PROVIDER_HELP, api_key_help=API_KEY_HELP)
     for command in sub.choices.values():
         command.formatter_class = _HelpFormatter
+        # A usage error shows the command's own usage line, not `blazen COMMAND ...`.
+        command.set_defaults(command_parser=command)
     return parser
 
 
@@ -437,6 +439,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace, output: _Output) -> int:
+    parser = getattr(args, "command_parser", parser)
     try:
         if args.command == "embed":
             return _embed(args, output)
