@@ -25,7 +25,7 @@ import redis
 
 import blazen
 from blazen import Llm, Streaming, batch
-from blazen.batch.work import ChunkEvent, Pipe
+from blazen.batch.work import ItemChunk, Pipe
 from blazen.errors import parse_retry_after
 from blazen.sinks import QueueSink, RedisStreamSink, follow
 from blazen.testing import Reply, Stall, StreamServer, openai_sse
@@ -249,9 +249,9 @@ def test_a_pool_thread_waiting_for_room_gives_up_on_cancel():
     """Pipe.chunk waits for the calling thread to take chunks, but never past a cancel."""
     pipe = Pipe(1)
     token = blazen.CancelToken()
-    pipe.chunk(ChunkEvent("a", blazen.StreamChunk(content_delta="1")), token)  # fills it
+    pipe.chunk(ItemChunk("a", blazen.StreamChunk(content_delta="1")), token)  # fills it
     thread = threading.Thread(
-        target=pipe.chunk, args=(ChunkEvent("a", blazen.StreamChunk(content_delta="2")), token)
+        target=pipe.chunk, args=(ItemChunk("a", blazen.StreamChunk(content_delta="2")), token)
     )
     thread.start()
     time.sleep(0.2)
