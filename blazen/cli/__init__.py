@@ -168,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--system", help="a system prompt")
     max_tokens_help = f"the answer's token limit (local default: {LOCAL_MAX_TOKENS})"
     chat.add_argument("--max-tokens", type=int, help=max_tokens_help)
-    chat.add_argument("--temperature", type=float, help=f"local default: {LOCAL_TEMPERATURE}")
+    temperature_help = f"sampling temperature (local default: {LOCAL_TEMPERATURE})"
+    chat.add_argument("--temperature", type=float, help=temperature_help)
     chat.add_argument("--timeout", type=float, help="total seconds for the whole stream")
     chat.add_argument(
         "--json", action="store_true", help="print one JSON event per line (chunk/done/error)"
