@@ -282,7 +282,14 @@ class LocalServer:
         # One text a request, one request at a time: llama-cpp-python mixes up the vectors
         # of a model without pooling across the inputs of one request, and across requests
         # in flight together (two copies of one text came back unlike).
-        options = {"embedding_batch_size": 1, "embedding_concurrency": 1, **options}
+        # llama-cpp-python's server refuses response_format json_schema (a 500): typed
+        # output goes as json_object with the schema, which it turns into a grammar.
+        options = {
+            "embedding_batch_size": 1,
+            "embedding_concurrency": 1,
+            "structured_output": "json_object",
+            **options,
+        }
         return Providers.openai_compat("llamacpp", self.base_url, model=self.alias, **options)
 
     def start(self) -> LocalServer:

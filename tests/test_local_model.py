@@ -118,6 +118,28 @@ def test_forced_tool_call_builds_a_cumulative_snapshot_of_valid_json(llama):
     assert rec.done[0] == "tool_calls"
 
 
+def test_typed_output_from_the_bundled_model_is_a_valid_value(llama):
+    """output= on the local model is held to its schema by the server's grammar: a valid value."""
+    import attrs
+
+    @attrs.frozen
+    class City:
+        """A city."""
+
+        name: str
+        population: int
+
+    req = Llm.completion_request(
+        [Llm.user("Name a city and its population as JSON.")],
+        output=City,
+        max_tokens=64,
+        temperature=0,
+    )
+    resp = Streaming.complete(llama.model, req)
+    assert isinstance(resp.output, City)
+    assert isinstance(resp.output.name, str) and isinstance(resp.output.population, int)
+
+
 @needs_proc
 def test_cancel_mid_stream_closes_the_connection_and_the_server_stops(llama):
     """Cancelling after a few chunks: CancelledError, our socket closed, the server notices."""

@@ -145,7 +145,10 @@ def test_a_dataclass_and_a_typeddict_give_the_same_shape():
 
     assert output_spec(Point).schema == {
         "type": "object",
-        "properties": {"x": {"type": "integer"}, "y": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+        "properties": {
+            "x": {"type": "integer"},
+            "y": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        },
         "required": ["x", "y"],
         "additionalProperties": False,
     }
@@ -166,7 +169,10 @@ def test_a_field_a_strict_schema_cannot_say_is_refused_when_the_request_is_built
     assert "Bad.field" in str(info.value)
 
 
-@pytest.mark.parametrize("value", [int, str, "Weather", Weather(city="x", temperature=1, unit=Unit.C, wind=None, tags=[])])
+@pytest.mark.parametrize(
+    "value",
+    [int, str, "Weather", Weather(city="x", temperature=1, unit=Unit.C, wind=None, tags=[])],
+)
 def test_output_must_be_a_record_class(value):
     """A scalar type, a string or an instance is a TypeError that says what output= takes."""
     with pytest.raises(TypeError, match="attrs class, a dataclass or a TypedDict"):
@@ -255,7 +261,11 @@ def test_anthropic_sends_a_forced_tool_whose_input_is_the_answer(server):
     model = model_for("anthropic", server, structured_output="tool")
     body = model.wire.body(request(), stream=True)
     assert body["tools"] == [
-        {"name": "Weather", "description": "The weather in one city.", "input_schema": STRICT_SCHEMA}
+        {
+            "name": "Weather",
+            "description": "The weather in one city.",
+            "input_schema": STRICT_SCHEMA,
+        }
     ]
     assert body["tool_choice"] == {"type": "tool", "name": "Weather"}
 
@@ -268,7 +278,9 @@ def test_anthropic_refuses_output_with_thinking_before_sending(server):
     assert server.requests == []
 
 
-@pytest.mark.parametrize(("choice", "names"), [("auto", ["lookup", "Weather"]), ("none", ["Weather"])])
+@pytest.mark.parametrize(
+    ("choice", "names"), [("auto", ["lookup", "Weather"]), ("none", ["Weather"])]
+)
 def test_anthropic_offers_the_answer_tool_beside_the_callers_tools(server, choice, names):
     """With tools on auto the model must call one of them or the answer's (tool_choice any)."""
     model = model_for("anthropic", server, structured_output="tool")
@@ -490,10 +502,23 @@ def test_a_non_streamed_refusal_is_a_refusal_error(server, model):
 def test_a_turn_that_calls_tools_first_has_no_output_and_no_error(server, model):
     """With tools on auto, a tool-call turn ends done with output None (no answer yet)."""
     frames = [
-        {"choices": [{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_1", "type": "function",
-             "function": {"name": "lookup", "arguments": "{}"}}
-        ]}}]},
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {
+                        "tool_calls": [
+                            {
+                                "index": 0,
+                                "id": "call_1",
+                                "type": "function",
+                                "function": {"name": "lookup", "arguments": "{}"},
+                            }
+                        ]
+                    },
+                }
+            ]
+        },
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
     ]
     server.add(sse("".join(f"data: {json.dumps(f)}\n\n" for f in frames) + "data: [DONE]\n\n"))
@@ -528,7 +553,6 @@ def test_typeddict_not_required_keys_are_nullable_and_dropped_when_null(server, 
     assert Streaming.complete(model, request(Item)).output == {"name": "a"}
 
 
-
 def test_a_request_built_directly_takes_the_class_too():
     """CompletionRequest(output=Weather) and __replace__ make the same spec as Llm does."""
     direct = blazen.CompletionRequest(messages=(Llm.user("hi"),), output=Weather)
@@ -546,3 +570,27 @@ def test_a_gemini_safety_stop_is_a_refusal_error_not_a_json_error(server):
     Streaming.complete(model, request(), rec.handler)
     err = _one_error(rec)
     assert isinstance(err, RefusalError) and "content filter" in str(err)
+
+
+def test_structured_output_json_object_sends_the_schema_beside_json_object(server):
+    """structured_output='json_object' asks for {"type": "json_object", "schema"} instead."""
+    from blazen.testing import Reply, openai_sse
+
+    @attrs.frozen
+    class Word:
+        word: str
+
+    server.add(Reply.sse(openai_sse(['{"word": "sky"}'])))
+    model = blazen.Providers.openai_compat(
+        "llamacpp", server.base_url, structured_output="json_object"
+    )
+    resp = Streaming.complete(
+        model, blazen.Llm.completion_request([blazen.Llm.user("a word")], output=Word)
+    )
+    sent = server.requests[0].json()["response_format"]
+    assert (
+        sent["type"] == "json_object" and sent["schema"]["properties"]["word"]["type"] == "string"
+    )
+    assert resp.output == Word("sky")
+    with pytest.raises(ValueError, match="structured_output"):
+        blazen.Providers.openai_compat("x", server.base_url, structured_output="grammar")

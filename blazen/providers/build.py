@@ -26,6 +26,11 @@ __all__ = [
 
 #: The OpenAI-format APIs a factory's ``api=`` picks.
 _APIS = ("chat", "responses")
+#: How ``output=`` is asked of an OpenAI-format server: OpenAI's ``json_schema`` response
+#: format, or ``json_object`` with the schema beside it (llama-cpp-python's server, which
+#: refuses ``json_schema``).
+STRUCTURED_OUTPUTS = ("json_schema", "json_object")
+
 #: What blazen itself writes in an OpenAI-format message: no reasoning_field may be one.
 _MESSAGE_FIELDS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id"})
 
@@ -170,6 +175,13 @@ def openai_format(
             "message; name the server's own reasoning field (such as 'reasoning_content')"
         )
         raise ValueError(msg)
+    structured = pop_option(options, "structured_output", "json_schema", str)
+    if structured not in STRUCTURED_OUTPUTS:
+        msg = (
+            f"structured_output must be one of {', '.join(STRUCTURED_OUTPUTS)}, "
+            f"got {structured!r}"
+        )
+        raise ValueError(msg)
     max_tokens_field = pop_option(options, "max_tokens_field", max_tokens_field, str)
     if max_tokens_field not in MAX_TOKENS_FIELDS:
         msg = (
@@ -191,6 +203,7 @@ def openai_format(
         max_tokens_field=max_tokens_field,
         reasoning_field=reasoning_field,
         reasoning_details=reasoning_details,
+        structured_output=structured,
     )
     embedder = _embedder(
         provider, base, api_key, auth_header, opts, embedding_model, embeddings_url, limits
@@ -262,7 +275,13 @@ def _responses_wire(
     ``store`` and ``encrypted_reasoning`` (the chat wire's are read and left unused)."""
     from .responses import ResponsesWire  # loaded only by models that speak it
 
-    for chat_only in ("stream_usage", "reasoning_details", "reasoning_field", "max_tokens_field"):
+    for chat_only in (
+        "stream_usage",
+        "reasoning_details",
+        "reasoning_field",
+        "max_tokens_field",
+        "structured_output",
+    ):
         options.pop(chat_only, None)
     store = pop_option(options, "store", False, bool)
     encrypted = options.pop("encrypted_reasoning", None)

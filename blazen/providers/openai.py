@@ -129,10 +129,14 @@ def openai_messages(
     return out
 
 
-def _json_schema_format(spec: OutputSpec) -> dict[str, Any]:
+def _json_schema_format(spec: OutputSpec, kind: str = "json_schema") -> dict[str, Any]:
     # https://platform.openai.com/docs/guides/structured-outputs: strict makes the server
     # hold the answer to the schema (output_spec made it strict-compatible). The class's
     # docstring stays inside the schema, where the openai SDK's .parse() puts it too.
+    if kind == "json_object":
+        # llama-cpp-python's server takes only text or json_object, with the schema as a
+        # grammar beside it (its ResponseFormat: {"type": "json_object", "schema": ...}).
+        return {"type": "json_object", "schema": spec.schema}
     schema = {"name": spec.name, "schema": spec.schema, "strict": True}
     return {"type": "json_schema", "json_schema": schema}
 
@@ -174,8 +178,10 @@ class OpenAIWire:
         max_tokens_field: str = "max_tokens",
         reasoning_field: Optional[str] = None,
         reasoning_details: bool = False,
+        structured_output: str = "json_schema",
     ) -> None:
         self.provider = provider
+        self._structured = structured_output
         self._reasoning_field = reasoning_field
         self._reasoning_details = reasoning_details
         # OpenAI's reasoning models refuse max_tokens; older compatible servers only know it.
@@ -237,7 +243,7 @@ class OpenAIWire:
         if req.response_format is not None:
             body["response_format"] = req.response_format
         elif req.output is not None:
-            body["response_format"] = _json_schema_format(req.output)
+            body["response_format"] = _json_schema_format(req.output, self._structured)
         if stream:
             body["stream"] = True
             if self._stream_usage:
