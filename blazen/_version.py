@@ -1,3 +1,3 @@
 """The version of blazen-stream: the one place it is written (pyproject.toml reads it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
