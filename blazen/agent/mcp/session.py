@@ -209,17 +209,17 @@ class McpSession:
         async def one() -> ToolContent:
             return reply(await self._client.call_tool(tool, arguments), self._name, tool)
 
-        return self._wait(one(), doing, cancel, limit)
+        return self._wait(one, doing, cancel, limit)
 
     def _wait(
         self,
-        coro: Coroutine[Any, Any, T],
+        make: Callable[[], Coroutine[Any, Any, T]],
         doing: str,
         cancel: Optional[CancelToken],
         limit: Optional[float],
     ) -> T:
         wake = threading.Event()
-        future = self._submit(coro, doing)
+        future, stop = self._submit(make, doing)
         future.add_done_callback(lambda _: wake.set())
         unsubscribe = cancel.subscribe(wake.set) if cancel is not None else None
         with self._lock:
@@ -260,27 +260,56 @@ class McpSession:
         finally:
             # Not done: a cancel, a deadline, the session's end or Ctrl-C. The task is
             # cancelled on the loop, and the SDK tells the server.
-            future.cancel()
+            stop()
             if unsubscribe is not None:
                 unsubscribe()
             with self._lock:
                 self._waiters.discard(wake)
 
-    def _submit(self, coro: Coroutine[Any, Any, T], doing: str) -> concurrent.futures.Future[T]:
+    def _submit(
+        self, make: Callable[[], Coroutine[Any, Any, T]], doing: str
+    ) -> tuple[concurrent.futures.Future[T], Callable[[], None]]:
+        """Run ``make()`` on the session's loop: its future, and how to stop it.
+
+        The coroutine is made on the loop thread, once it is sure to run: a loop that
+        stops first (the server died) leaves no coroutine behind that was never awaited.
+        """
         loop = self._loop
         if loop is None or self._ended.is_set() or self._closed:
-            coro.close()
             state = "closed" if self._closed else "not open" if loop is None else "over"
             raise ConnectionError(
                 f"the MCP session {self._name!r} is {state}; cannot go on {doing}"
             )
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
+
+        def copy(task: asyncio.Task[T]) -> None:
+            if task.cancelled():
+                future.set_exception(concurrent.futures.CancelledError())
+            elif task.exception() is not None:
+                future.set_exception(task.exception())
+            else:
+                future.set_result(task.result())
+
+        def start() -> None:
+            if not future.set_running_or_notify_cancel():
+                return  # stopped before it began
+            task = loop.create_task(make())
+            tasks.append(task)
+            task.add_done_callback(copy)
+
+        def stop() -> None:
+            if future.cancel() or future.done():
+                return  # never began, or already over
+            self._post(lambda: [t.cancel() for t in tasks])
+
         try:
-            return asyncio.run_coroutine_threadsafe(coro, loop)
+            loop.call_soon_threadsafe(start)
         except RuntimeError:  # the loop closed meanwhile
-            coro.close()
             raise ConnectionError(
                 f"the MCP session {self._name!r} is over; cannot go on {doing}"
             ) from None
+        return future, stop
 
     # -- the loop thread -----------------------------------------------------------------
 
