@@ -259,3 +259,42 @@ def test_memory_does_not_grow_with_the_number_of_items(fast, server):
 def test_a_models_recipe_never_shows_an_explicit_key(fast):
     assert "SECRET" not in repr(fast.recipe)
     assert repr(fast.recipe) == "Recipe(Providers.openai(...))"
+
+
+def test_an_interrupted_run_waits_for_items_that_never_come_back_at_most_drain_timeout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """Ctrl-C with items an executor never finishes: the run gives up on them after DRAIN_TIMEOUT."""
+    import _thread
+    import concurrent.futures
+    import importlib
+    import time
+
+    run_module = importlib.import_module("blazen.batch.run")  # the module, not run()
+
+    class NeverDone(concurrent.futures.Executor):
+        """An executor whose tasks start and never finish (a lost cluster)."""
+
+        def __init__(self) -> None:
+            self.submitted = threading.Event()
+
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            future: concurrent.futures.Future[object] = concurrent.futures.Future()
+            future.set_running_or_notify_cancel()  # running: cancel() cannot take it back
+            self.submitted.set()
+            return future
+
+    monkeypatch.setattr(run_module, "DRAIN_TIMEOUT", 0.5)
+    executor = NeverDone()
+    model = blazen.Providers.openai(api_key="sk-test-0123456789", base_url="http://127.0.0.1:9")
+
+    def interrupt() -> None:
+        executor.submitted.wait(30)
+        time.sleep(0.1)
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        batch.run(model, requests(3), out=tmp_path / "r.jsonl", executor=executor)
+    assert time.monotonic() - started < 10
