@@ -132,7 +132,18 @@ def _headers(auth: Optional[tuple[str, str]], extra: Mapping[str, str]) -> dict[
     return headers
 
 
-class OpenAIEmbeddings:
+class _HttpErrors:
+    """The error of a non-200 answer: every embeddings endpoint answers in its provider's
+    usual error shapes (OpenAI's, google.rpc's, Ollama's), which the kit reads."""
+
+    provider: str
+
+    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
+        """The typed error for an HTTP failure."""
+        return error_from_http(self.provider, status, headers, body)
+
+
+class OpenAIEmbeddings(_HttpErrors):
     """OpenAI's ``/embeddings``, and every server that speaks it."""
 
     def __init__(
@@ -200,12 +211,8 @@ class OpenAIEmbeddings:
             model=payload.get("model") if isinstance(payload.get("model"), str) else None,
         )
 
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error of a non-200 answer (same shapes as chat completions')."""
-        return error_from_http(self.provider, status, headers, body)
 
-
-class GeminiEmbeddings:
+class GeminiEmbeddings(_HttpErrors):
     """Gemini's ``batchEmbedContents`` under ``{base_url}/models/``."""
 
     def __init__(
@@ -266,12 +273,8 @@ class GeminiEmbeddings:
             usage = TokenUsage(prompt_tokens=prompt, total_tokens=total)
         return EmbeddingBatch(vectors=vectors, usage=usage, model=None)
 
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error of a non-200 answer (google.rpc shapes)."""
-        return error_from_http(self.provider, status, headers, body)
 
-
-class OllamaEmbeddings:
+class OllamaEmbeddings(_HttpErrors):
     """Ollama's ``/api/embed`` (not the older single-text ``/api/embeddings``)."""
 
     def __init__(
@@ -321,7 +324,3 @@ class OllamaEmbeddings:
         return EmbeddingBatch(
             vectors=vectors, usage=usage, model=model if isinstance(model, str) else None
         )
-
-    def error(self, status: int, headers: Mapping[str, str], body: str) -> ProviderError:
-        """The error of a non-200 answer (``{"error": "text"}``)."""
-        return error_from_http(self.provider, status, headers, body)
