@@ -235,7 +235,8 @@ def test_mkdocs_is_where_ci_builds_the_site():
 
 
 PUBLIC_MODULES = ["blazen", "blazen.errors", "blazen.providers", "blazen.sinks", "blazen.batch",
-                  "blazen.testing", "blazen.local"]
+                  "blazen.testing", "blazen.local", "blazen.agent", "blazen.agent.mcp",
+                  "blazen.workflow"]
 
 
 def public_names() -> Iterator[tuple[str, str]]:
@@ -282,6 +283,7 @@ ENTRY_POINTS = [
     "blazen.local.start", "blazen.sinks.RedisStreamSink", "blazen.sinks.follow",
     "blazen.sinks.sse_lines", "blazen.sinks.JsonlSink", "blazen.sinks.QueueSink",
     "blazen.sinks.tee", "blazen.testing.StreamServer", "blazen.testing.Recorder",
+    "blazen.agent.mcp.stdio", "blazen.agent.mcp.http",
 ]
 
 
