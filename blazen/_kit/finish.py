@@ -38,7 +38,8 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "refusal": "content_filter",
         "pause_turn": "paused",
     },
-    # https://ai.google.dev/api/generate-content#FinishReason
+    # https://ai.google.dev/api/generate-content#FinishReason, and every value the official
+    # google-genai package's FinishReason lists (types.FinishReason, 3.6).
     "gemini": {
         "STOP": "stop",
         "MAX_TOKENS": "length",
@@ -50,6 +51,15 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "IMAGE_SAFETY": "content_filter",
         "IMAGE_PROHIBITED_CONTENT": "content_filter",
         "IMAGE_RECITATION": "content_filter",
+        # Stopped by an escalation rule, by Model Armor (Vertex AI), or because the account
+        # is limited for Prohibited Use Policy violations: stopped for its content's sake.
+        "ESCALATION": "content_filter",
+        "MODEL_ARMOR": "content_filter",
+        "PUP_LIMITED_DISABLED": "content_filter",
+        # The per-request token limit cut an answer the model has not finished; Gemini
+        # hands a continuationToken to go on with. blazen does not send it back (yet), so
+        # the turn is reported as what it is: paused, never "stop" or "length".
+        "CONTINUATION": "paused",
         # An unsupported language, "other reasons", no image made: a stop that names no
         # cause blazen has a word for, so "" (the raw value says which).
         "LANGUAGE": "",
@@ -60,6 +70,8 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "MALFORMED_FUNCTION_CALL": "error",
         "UNEXPECTED_TOOL_CALL": "error",
         "TOO_MANY_TOOL_CALLS": "error",
+        "MISSING_THOUGHT_SIGNATURE": "error",
+        "MALFORMED_RESPONSE": "error",
     },
     # https://platform.openai.com/docs/api-reference/responses/object: a finished answer's
     # status, else its incomplete_details.reason (response.incomplete).

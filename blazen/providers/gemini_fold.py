@@ -42,11 +42,21 @@ __all__ = ["WIRE", "GeminiFold", "citations", "google_error", "safety_details", 
 #: What ReasoningPart.provider and ProviderItem.provider say of this wire's parts.
 WIRE = "gemini"
 
-# Finish reasons that report a failed answer rather than a finished one: the model made a
-# call it could not complete, or too many in a row (the API stopped it).
-_FAILED_FINISH = frozenset(
-    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
-)
+# Finish reasons that report a failed answer rather than a finished one, and what went
+# wrong: the model made a call it could not complete, or too many in a row (the API stopped
+# it), or the answer was malformed; or the request lacked a thought signature it needed.
+_FAILED_FINISH: Mapping[str, str] = {
+    "MALFORMED_FUNCTION_CALL": "the model produced a function call it could not complete",
+    "UNEXPECTED_TOOL_CALL": "the model produced a function call it could not complete",
+    "TOO_MANY_TOOL_CALLS": "the model called tools too many times in a row",
+    "MALFORMED_RESPONSE": "the answer was malformed",
+    "MISSING_THOUGHT_SIGNATURE": (
+        "the request lacks a thought signature of an earlier turn (send each assistant "
+        "turn back as resp.message, which keeps them)"
+    ),
+}
+# Sending the same request again cannot add what it lacks.
+_NOT_RETRYABLE = frozenset({"MISSING_THOUGHT_SIGNATURE"})
 # Finish reasons that stopped the answer for its content (safety, recitation...).
 _FILTERED = frozenset(
     {
@@ -58,6 +68,9 @@ _FILTERED = frozenset(
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",
+        "ESCALATION",
+        "MODEL_ARMOR",
+        "PUP_LIMITED_DISABLED",
     }
 )
 # Parts of server-side tools (code execution; Gemini 3's built-in tool calls).
@@ -356,18 +369,14 @@ class GeminiFold:
         if isinstance(sources, Mapping):
             self.sources = sources
         finish = candidate.get("finishReason")
-        if finish in _FAILED_FINISH:
-            # The model failed to produce a valid call: an error, never a quiet "stop".
-            what = (
-                "the model called tools too many times in a row"
-                if finish == "TOO_MANY_TOOL_CALLS"
-                else "the model produced a function call it could not complete"
-            )
+        what = _FAILED_FINISH.get(finish) if isinstance(finish, str) else None
+        if what is not None:
+            # A failed answer: an error, never a quiet "stop".
             raise ProviderError(
                 f"{self.provider} ended the answer with finishReason {finish}: {what}",
                 provider=self.provider,
                 error_type=finish,
-                retryable=True,
+                retryable=finish not in _NOT_RETRYABLE,
             )
         if finish:
             state.raw_finish_reason = finish
