@@ -20,6 +20,7 @@ def build(provider: str, req: blazen.CompletionRequest) -> object:
     factory = getattr(blazen.Providers, provider)
     return factory(api_key="k").wire.build(req, stream=True)
 
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -151,12 +152,12 @@ def test_the_readme_finish_reason_table_is_the_one_the_code_generates():
     assert finish_reason_table() in text
 
 
-@pytest.mark.parametrize("effort", ["max"])
-def test_openai_refuses_an_effort_it_does_not_document(effort):
-    """OpenAI's reasoning_effort has no "max": refused before sending."""
-    req = Llm.completion_request([Llm.user("hi")], reasoning_effort=effort)
+@pytest.mark.parametrize("provider", ["ollama", "gemini"])
+def test_a_provider_refuses_an_effort_it_does_not_document(provider):
+    """Gemini's thinkingLevel and Ollama's think have no "max": refused before sending."""
+    req = Llm.completion_request([Llm.user("hi")], reasoning_effort="max")
     with pytest.raises(blazen.UnsupportedError, match="reasoning_effort"):
-        build("openai", req)
+        build(provider, req)
 
 
 def test_request_options_are_checked_when_built():
