@@ -184,3 +184,16 @@ def test_finish_reason_table_rows_are_markdown():
     """Each row names a wire, a raw reason in backticks and what it is reported as."""
     rows = finish_reason_table().splitlines()[2:]
     assert rows and all(re.match(r"^\| \w+ \| `[^`]+` \| .+ \|$", r) for r in rows)
+
+
+def test_the_table_has_every_ending_the_openai_package_lists_for_a_response():
+    """Each Responses status and incomplete_details.reason of the openai package has a row."""
+    from typing import get_args
+
+    from openai.types.responses.response import IncompleteDetails
+    from openai.types.responses.response_status import ResponseStatus
+
+    reasons = get_args(get_args(IncompleteDetails.model_fields["reason"].annotation)[0])
+    unfinished = {"in_progress", "queued"}  # a background response not yet answered
+    listed = set(reasons) | (set(get_args(ResponseStatus)) - unfinished)
+    assert listed <= set(FINISH_REASONS["responses"])

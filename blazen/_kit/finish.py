@@ -79,6 +79,13 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "completed": "stop",
         "max_output_tokens": "length",
         "content_filter": "content_filter",
+        # A limit other than tokens, a stop at a WebSocket steer's safe boundary, an
+        # incomplete answer with no reason, a cancelled one: no word blazen has.
+        "max_messages": "",
+        "steered": "",
+        "incomplete": "",
+        "cancelled": "",
+        "failed": "error",
     },
     # https://github.com/ollama/ollama/blob/main/docs/api.md (done_reason)
     "ollama": {"stop": "stop", "length": "length", "load": "", "unload": ""},
