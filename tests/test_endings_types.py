@@ -197,3 +197,15 @@ def test_the_table_has_every_ending_the_openai_package_lists_for_a_response():
     unfinished = {"in_progress", "queued"}  # a background response not yet answered
     listed = set(reasons) | (set(get_args(ResponseStatus)) - unfinished)
     assert listed <= set(FINISH_REASONS["responses"])
+
+
+def test_the_table_has_every_stop_reason_the_anthropic_and_openai_packages_list():
+    """Claude's StopReason and a chat chunk's finish_reason: each one has a row."""
+    from typing import get_args
+
+    from anthropic.types import StopReason
+    from openai.types.chat.chat_completion_chunk import Choice
+
+    assert set(get_args(StopReason)) <= set(FINISH_REASONS["anthropic"])
+    chat = get_args(get_args(Choice.model_fields["finish_reason"].annotation)[0])
+    assert chat and set(chat) <= set(FINISH_REASONS["openai"])
