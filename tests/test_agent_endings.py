@@ -153,19 +153,3 @@ def test_gemini_parallel_calls_send_the_one_signature_back_on_the_first_call(ser
     assert [c["functionCall"]["args"] for c in calls] == [{"city": "Paris"}, {"city": "London"}]
     assert [("thoughtSignature" in c) for c in calls] == [True, False]
     assert [p["functionResponse"]["name"] for p in answers["parts"]] == ["get_weather"] * 2
-
-
-@pytest.mark.parametrize("mode", MODES)
-def test_a_gemini_continuation_ends_the_run_paused_without_sending_the_turn_back(server, mode):
-    """Gemini goes on with a token, not with the turn sent back: the run ends "paused"."""
-    model = model_for("gemini", server, max_retries=0)
-    server.add(
-        Reply.sse(
-            b'data: {"candidates":[{"content":{"parts":[{"text":"Part one"}],"role":"model"},'
-            b'"finishReason":"CONTINUATION","continuationToken":"Y29udGludWU="}]}\r\n\r\n'
-        ),
-        Reply.sse(gemini_text("never asked for")),
-    )
-    result = run(Agent(model, tools=[get_weather]), "Write a long essay.", mode)
-    assert result.finish_reason == "paused" and result.text == "Part one"
-    assert result.iterations == 1 and len(server.requests) == 1

@@ -200,17 +200,18 @@ def test_google_genai_reads_each_finish_reason_as_blazen_keeps_it(server, model,
         assert resp.content == "".join(c.text or "" for c in chunks)
 
 
-def test_a_continuation_gemini_hands_back_is_paused_never_stop(server, model):
-    """CONTINUATION (the per-request token limit, answer unfinished): "paused", one request."""
+def test_a_continuation_without_a_token_is_paused_never_stop(server, model):
+    """CONTINUATION with no continuationToken cannot go on: "paused", one request."""
     body = (
         b'data: {"candidates":[{"content":{"parts":[{"text":"Part one"}],"role":"model"}}]}'
         b"\r\n\r\n"
-        b'data: {"candidates":[{"content":{"role":"model"},"finishReason":"CONTINUATION",'
-        b'"continuationToken":"Y29udGludWU="}]}\r\n\r\n'
+        b'data: {"candidates":[{"content":{"role":"model"},"finishReason":"CONTINUATION"}]}'
+        b"\r\n\r\n"
     )
     rec, resp = run(server, model, Reply.sse(body))
     assert rec.done[0] == "paused" and resp.raw_finish_reason == "CONTINUATION"
     assert resp.content == "Part one" and len(server.requests) == 1
+    assert resp.provider_items == ()
 
 
 def test_a_missing_thought_signature_is_not_retried(server):

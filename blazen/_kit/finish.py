@@ -57,8 +57,7 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "MODEL_ARMOR": "content_filter",
         "PUP_LIMITED_DISABLED": "content_filter",
         # The per-request token limit cut an answer the model has not finished; Gemini
-        # hands a continuationToken to go on with. blazen does not send it back (yet), so
-        # the turn is reported as what it is: paused, never "stop" or "length".
+        # hands a continuationToken to go on with: a paused turn, continued as one.
         "CONTINUATION": "paused",
         # An unsupported language, "other reasons", no image made: a stop that names no
         # cause blazen has a word for, so "" (the raw value says which).

@@ -44,10 +44,6 @@ __all__ = ["AgentRun", "RunFailed", "RunSettings"]
 
 logger = logging.getLogger("blazen")
 
-# Raw finish reasons of a paused turn that sending the turn back continues
-# (https://platform.claude.com/docs/en/agents-and-tools/tool-use/server-tools, pause_turn).
-_CONTINUED_BY_CONTENT = frozenset({"pause_turn"})
-
 
 class RunSettings(Protocol):
     """What a run reads of its agent: the model, the tools and the limits.
@@ -282,18 +278,8 @@ class AgentRun:
         )
 
     def paused(self) -> bool:
-        """Whether the last turn was paused by the provider (to be continued, not answered).
-
-        Only a pause that the content going back continues (Anthropic's ``pause_turn``):
-        Gemini's ``CONTINUATION`` goes on with a token instead, so a run that ends there
-        reports ``"paused"`` on its result rather than sending the turn back.
-        """
-        last = self.last
-        return (
-            last is not None
-            and last.finish_reason == "paused"
-            and last.raw_finish_reason in _CONTINUED_BY_CONTENT
-        )
+        """Whether the last turn was paused by the provider (to be continued, not answered)."""
+        return self.last is not None and self.last.finish_reason == "paused"
 
     def absorb(self, resp: CompletionResponse) -> list[ToolCall]:
         """Record a model turn; return the tool calls it asked for (none: it answered)."""

@@ -37,10 +37,22 @@ from .._types import (
 )
 from ..errors import ProviderError, error_from_provider, parse_retry_after
 
-__all__ = ["WIRE", "GeminiFold", "citations", "google_error", "safety_details", "usage_of"]
+__all__ = [
+    "CONTINUATION",
+    "WIRE",
+    "GeminiFold",
+    "citations",
+    "google_error",
+    "safety_details",
+    "usage_of",
+]
 
 #: What ReasoningPart.provider and ProviderItem.provider say of this wire's parts.
 WIRE = "gemini"
+#: The finish reason of an answer cut at the per-request token limit, unfinished: the same
+#: request with the candidate's ``continuationToken`` goes on with it (the google-genai
+#: package's ``FinishReason.CONTINUATION`` and ``GenerateContentConfig.continuation_token``).
+CONTINUATION = "CONTINUATION"
 
 # Finish reasons that report a failed answer rather than a finished one, and what went
 # wrong: the model made a call it could not complete, or too many in a row (the API stopped
@@ -232,10 +244,13 @@ class GeminiFold:
         "grounding",
         "keep",
         "parts",
+        "paused",
+        "prior_usage",
         "provider",
         "sources",
         "state",
         "thought",
+        "token",
     )
 
     def __init__(self, provider: str, state: StreamState) -> None:
@@ -252,6 +267,14 @@ class GeminiFold:
         #: The latest groundingMetadata and citationMetadata (each payload repeats them whole).
         self.grounding: Optional[Mapping[str, Any]] = None
         self.sources: Optional[Mapping[str, Any]] = None
+        #: The latest continuationToken (an answer Gemini stopped with CONTINUATION).
+        self.token: Optional[str] = None
+        #: This stream's answer stopped with CONTINUATION; a payload once the engine has
+        #: sent the continuation (which clears the finish reason) begins the next request's.
+        self.paused = False
+        #: The usage of the requests before this one: each request's usageMetadata is its
+        #: own running total, and a continued answer's usage is their sum.
+        self.prior_usage: Optional[TokenUsage] = None
         state.on_response = self._at_end
 
     def fold(self, event: str, data: str) -> Optional[StreamChunk]:
@@ -274,12 +297,19 @@ class GeminiFold:
         state = self.state
         if obj.get("error") is not None:
             raise google_error(self.provider, None, obj, raw=raw)
+        if self.paused and state.raw_finish_reason is None:
+            # The continuation's first payload: the answer goes on in the same state.
+            self.paused = False
+            self.token = None
+            self.prior_usage = state.usage
+            state.on_response = self._at_end
         if state.model is None:
             state.response_id = obj.get("responseId")  # the same on every payload
         state.model = obj.get("modelVersion") or state.model
         usage = obj.get("usageMetadata")
         if usage:
-            state.usage = usage_of(usage)
+            now = usage_of(usage)
+            state.usage = now if self.prior_usage is None else self.prior_usage + now
         candidates = obj.get("candidates")
         if not candidates:
             feedback = obj.get("promptFeedback") or {}
@@ -368,6 +398,9 @@ class GeminiFold:
         sources = candidate.get("citationMetadata")
         if isinstance(sources, Mapping):
             self.sources = sources
+        token = candidate.get("continuationToken")
+        if isinstance(token, str) and token:
+            self.token = token
         finish = candidate.get("finishReason")
         what = _FAILED_FINISH.get(finish) if isinstance(finish, str) else None
         if what is not None:
@@ -380,6 +413,7 @@ class GeminiFold:
             )
         if finish:
             state.raw_finish_reason = finish
+            self.paused = finish == CONTINUATION
             # Not always the last payload: with server-side code execution Gemini sends
             # STOP, then the code's result and the answer, then STOP again. The engine
             # reads on to the end of the body (read_on), never cutting the answer here.
@@ -403,15 +437,21 @@ class GeminiFold:
         )
 
     def _at_end(self) -> None:
-        """Once, when the answer is assembled: its citations and, if needed, its parts."""
+        """Once per request, when the answer is assembled: its citations and, if needed,
+        its parts and the token that continues it."""
         state = self.state
         text: Optional[str] = None
         if self.grounding is not None or self.sources is not None:
             text = state.text
             state.set_citations(citations(self.grounding, self.sources, text))
+        items: list[ProviderItem] = []
         if self.keep:
             parts = merged_parts(self.parts)
-            state.keep_items((ProviderItem(provider=WIRE, kind="parts", data=parts),))
+            items.append(ProviderItem(provider=WIRE, kind="parts", data=parts))
+        if state.raw_finish_reason == CONTINUATION and self.token is not None:
+            data = {"continuationToken": self.token}
+            items.append(ProviderItem(provider=WIRE, kind="continuation", data=data))
+        state.keep_items(tuple(items))
 
 
 def google_error(
