@@ -26,6 +26,8 @@ NEW_FIXTURES = [
     "adaptive_thinking_omitted.sse",
     "context_window_exceeded.sse",
     "code_execution_container.sse",
+    "refusal.sse",
+    "output_format_thinking.sse",
 ]
 QUESTION = "What happened in quantum computing in 2025?"
 
@@ -405,3 +407,54 @@ def test_the_documented_request_with_effort_format_adaptive_thinking_and_server_
     )
     ours = blazen.Providers.anthropic(api_key="k").wire.body(req, stream=True)
     assert ours == expected
+
+
+@pytest.mark.parametrize(
+    ("provider", "kwargs", "body"),
+    [
+        (
+            "anthropic",
+            {"reasoning_effort": "max"},
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "output_config.effort: 'max' is not supported by this model",
+                },
+            },
+        ),
+        (
+            "anthropic",
+            {"reasoning_budget": "adaptive"},
+            {
+                "type": "error",
+                "error": {
+                    "type": "invalid_request_error",
+                    "message": "thinking.type: adaptive thinking is not supported by this model",
+                },
+            },
+        ),
+        (
+            "gemini",
+            {"reasoning_budget": "adaptive"},
+            {
+                "error": {
+                    "code": 400,
+                    "message": "Thinking budget -1 is not supported for this model.",
+                    "status": "INVALID_ARGUMENT",
+                }
+            },
+        ),
+    ],
+)
+def test_what_one_model_refuses_is_the_apis_own_400_typed_and_not_retried(
+    server, provider, kwargs, body
+):
+    """blazen sends what the API documents; a model that refuses it answers 400, given as is."""
+    model = model_for(provider, server, max_retries=2)
+    server.add(Reply.json(body, status=400))
+    rec = Recorder()
+    Streaming.complete(model, Llm.completion_request([Llm.user("hi")], **kwargs), rec.handler)
+    assert isinstance(rec.error, blazen.InvalidRequestError) and rec.error.status == 400
+    assert body["error"]["message"] in rec.error.message
+    assert len(server.requests) == 1

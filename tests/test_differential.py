@@ -203,6 +203,16 @@ def test_anthropic_sdk_and_blazen_agree(name):
     details = getattr(message, "stop_details", None)  # newer SDKs only
     if details is not None and details.explanation:
         assert resp.refusal == details.explanation
+    if details is not None:
+        # The typed details carry what the SDK reads, and the whole object as it came.
+        assert resp.stop_details is not None
+        assert (resp.stop_details.category, resp.stop_details.explanation) == (
+            details.category,
+            details.explanation,
+        )
+        assert resp.stop_details.raw == details.model_dump(mode="json", exclude_none=True)
+    else:
+        assert resp.stop_details is None
     u = message.usage
     # blazen's prompt_tokens counts every input token; Anthropic splits out the cache.
     cache = (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)

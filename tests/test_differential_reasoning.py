@@ -19,7 +19,7 @@ from .conftest import blazen_request_body, text_reply
 TEXT = "Think, then answer: is 97 prime?"
 
 
-@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+@pytest.mark.parametrize("effort", ["none", "minimal", "low", "medium", "high", "xhigh", "max"])
 def test_openai_reasoning_request_matches_the_openai_sdk(effort):
     """max_completion_tokens and reasoning_effort go out as the openai SDK sends them."""
     with (

@@ -270,7 +270,7 @@ def test_tools_tool_choice_and_limits_match_the_sdk():
     field_by_field(blazen_body(req), sdk)
 
 
-@pytest.mark.parametrize("effort", ["low", "medium", "high"])
+@pytest.mark.parametrize("effort", ["low", "medium", "high", "xhigh", "max"])
 def test_reasoning_matches_the_sdk_with_the_encrypted_items_asked_for(effort):
     """reasoning_effort is reasoning.effort with summaries; stateless, so encrypted items come back."""
     sdk = sdk_body(

@@ -20,6 +20,7 @@ def build(provider: str, req: blazen.CompletionRequest) -> object:
     factory = getattr(blazen.Providers, provider)
     return factory(api_key="k").wire.build(req, stream=True)
 
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -151,12 +152,12 @@ def test_the_readme_finish_reason_table_is_the_one_the_code_generates():
     assert finish_reason_table() in text
 
 
-@pytest.mark.parametrize("effort", ["max"])
-def test_openai_refuses_an_effort_it_does_not_document(effort):
-    """OpenAI's reasoning_effort has no "max": refused before sending."""
-    req = Llm.completion_request([Llm.user("hi")], reasoning_effort=effort)
+@pytest.mark.parametrize("provider", ["ollama", "gemini"])
+def test_a_provider_refuses_an_effort_it_does_not_document(provider):
+    """Gemini's thinkingLevel and Ollama's think have no "max": refused before sending."""
+    req = Llm.completion_request([Llm.user("hi")], reasoning_effort="max")
     with pytest.raises(blazen.UnsupportedError, match="reasoning_effort"):
-        build("openai", req)
+        build(provider, req)
 
 
 def test_request_options_are_checked_when_built():
@@ -183,3 +184,28 @@ def test_finish_reason_table_rows_are_markdown():
     """Each row names a wire, a raw reason in backticks and what it is reported as."""
     rows = finish_reason_table().splitlines()[2:]
     assert rows and all(re.match(r"^\| \w+ \| `[^`]+` \| .+ \|$", r) for r in rows)
+
+
+def test_the_table_has_every_ending_the_openai_package_lists_for_a_response():
+    """Each Responses status and incomplete_details.reason of the openai package has a row."""
+    from typing import get_args
+
+    from openai.types.responses.response import IncompleteDetails
+    from openai.types.responses.response_status import ResponseStatus
+
+    reasons = get_args(get_args(IncompleteDetails.model_fields["reason"].annotation)[0])
+    unfinished = {"in_progress", "queued"}  # a background response not yet answered
+    listed = set(reasons) | (set(get_args(ResponseStatus)) - unfinished)
+    assert listed <= set(FINISH_REASONS["responses"])
+
+
+def test_the_table_has_every_stop_reason_the_anthropic_and_openai_packages_list():
+    """Claude's StopReason and a chat chunk's finish_reason: each one has a row."""
+    from typing import get_args
+
+    from anthropic.types import StopReason
+    from openai.types.chat.chat_completion_chunk import Choice
+
+    assert set(get_args(StopReason)) <= set(FINISH_REASONS["anthropic"])
+    chat = get_args(get_args(Choice.model_fields["finish_reason"].annotation)[0])
+    assert chat and set(chat) <= set(FINISH_REASONS["openai"])

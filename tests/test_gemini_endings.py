@@ -145,22 +145,87 @@ def test_recitation_is_content_filter_with_its_citation_source(server, model):
     assert resp.content[cite.text_start : cite.text_end] == "It was the best of times,"
 
 
-@pytest.mark.parametrize(("raw", "normal"), sorted(FINISH_REASONS["gemini"].items()))
-def test_every_gemini_finish_reason_ends_as_the_table_says(server, model, raw, normal):
-    """Each documented finishReason is done with its mapping, or a typed error."""
-    body = (
+def _finish_body(raw: str) -> bytes:
+    """Some text, then a payload whose candidate ends with finishReason ``raw``."""
+    return (
         'data: {"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"}}]}\r\n\r\n'
         'data: {"candidates":[{"content":{"role":"model"},"finishReason":"' + raw + '"}],'
         '"usageMetadata":{"promptTokenCount":2,"candidatesTokenCount":1,"totalTokenCount":3}}'
         "\r\n\r\n"
     ).encode()
-    rec, resp = run(server, model, Reply.sse(body))
+
+
+@pytest.mark.parametrize(("raw", "normal"), sorted(FINISH_REASONS["gemini"].items()))
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "byte-by-byte"])
+def test_every_gemini_finish_reason_ends_as_the_table_says(server, model, raw, normal, split):
+    """Each documented finishReason is done with its mapping, or a typed error, however cut."""
+    body = _finish_body(raw)
+    rec, resp = run(
+        server, model, Reply.sse(split_bytes(body, range(1, len(body))) if split else body)
+    )
     assert rec.terminals == 1
     if normal == "error":
         assert isinstance(rec.error, blazen.ProviderError) and rec.error.error_type == raw
         assert rec.error.partial == "Hi"
     else:
         assert rec.done[0] == normal and resp.raw_finish_reason == raw
+        assert resp.content == "Hi" and len(server.requests) == 1
+
+
+def test_the_table_has_every_finish_reason_google_genai_knows():
+    """A value the official package's FinishReason lists and the table lacks fails here."""
+    assert {r.value for r in types.FinishReason} <= set(FINISH_REASONS["gemini"])
+
+
+@pytest.mark.parametrize("raw", sorted(FINISH_REASONS["gemini"]))
+def test_google_genai_reads_each_finish_reason_as_blazen_keeps_it(server, model, raw):
+    """The SDK reads the same body's last finish reason and text as blazen (or its error)."""
+    with StreamServer([Reply.sse(_finish_body(raw))]) as sdk_server:
+        client = _genai_client(sdk_server.url)
+        try:
+            config = types.GenerateContentConfig(automatic_continuation=False)
+            chunks = list(
+                client.models.generate_content_stream(
+                    model="gemini-2.5-pro", contents="hi", config=config
+                )
+            )
+        finally:
+            client.close()
+    finishes = [c.candidates[0].finish_reason for c in chunks if c.candidates[0].finish_reason]
+    rec, resp = run(server, model, Reply.sse(_finish_body(raw)))
+    if FINISH_REASONS["gemini"][raw] == "error":
+        assert rec.error.error_type == finishes[-1].value
+    else:
+        assert resp.raw_finish_reason == finishes[-1].value
+        assert resp.content == "".join(c.text or "" for c in chunks)
+
+
+def test_a_continuation_without_a_token_is_paused_never_stop(server, model):
+    """CONTINUATION with no continuationToken cannot go on: "paused", one request."""
+    body = (
+        b'data: {"candidates":[{"content":{"parts":[{"text":"Part one"}],"role":"model"}}]}'
+        b"\r\n\r\n"
+        b'data: {"candidates":[{"content":{"role":"model"},"finishReason":"CONTINUATION"}]}'
+        b"\r\n\r\n"
+    )
+    rec, resp = run(server, model, Reply.sse(body))
+    assert rec.done[0] == "paused" and resp.raw_finish_reason == "CONTINUATION"
+    assert resp.content == "Part one" and len(server.requests) == 1
+    assert resp.provider_items == ()
+
+
+def test_a_missing_thought_signature_is_not_retried(server):
+    """MISSING_THOUGHT_SIGNATURE says the request lacks something: sending it again cannot help."""
+    model = model_for("gemini", server, max_retries=2)
+    body = (
+        b'data: {"candidates":[{"content":{"role":"model"},'
+        b'"finishReason":"MISSING_THOUGHT_SIGNATURE"}]}\r\n\r\n'
+    )
+    server.add(Reply.sse(body), Reply.sse(body), Reply.sse(body))
+    rec = Recorder()
+    Streaming.complete(model, request(), rec.handler)
+    assert rec.error.error_type == "MISSING_THOUGHT_SIGNATURE" and not rec.error.retryable
+    assert "thought signature" in rec.error.message and len(server.requests) == 1
 
 
 def test_only_the_first_parallel_call_carries_the_signature_and_it_goes_back_there(server, model):

@@ -38,7 +38,8 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "refusal": "content_filter",
         "pause_turn": "paused",
     },
-    # https://ai.google.dev/api/generate-content#FinishReason
+    # https://ai.google.dev/api/generate-content#FinishReason, and every value the official
+    # google-genai package's FinishReason lists (types.FinishReason, 3.6).
     "gemini": {
         "STOP": "stop",
         "MAX_TOKENS": "length",
@@ -50,6 +51,14 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "IMAGE_SAFETY": "content_filter",
         "IMAGE_PROHIBITED_CONTENT": "content_filter",
         "IMAGE_RECITATION": "content_filter",
+        # Stopped by an escalation rule, by Model Armor (Vertex AI), or because the account
+        # is limited for Prohibited Use Policy violations: stopped for its content's sake.
+        "ESCALATION": "content_filter",
+        "MODEL_ARMOR": "content_filter",
+        "PUP_LIMITED_DISABLED": "content_filter",
+        # The per-request token limit cut an answer the model has not finished; Gemini
+        # hands a continuationToken to go on with: a paused turn, continued as one.
+        "CONTINUATION": "paused",
         # An unsupported language, "other reasons", no image made: a stop that names no
         # cause blazen has a word for, so "" (the raw value says which).
         "LANGUAGE": "",
@@ -60,6 +69,8 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "MALFORMED_FUNCTION_CALL": "error",
         "UNEXPECTED_TOOL_CALL": "error",
         "TOO_MANY_TOOL_CALLS": "error",
+        "MISSING_THOUGHT_SIGNATURE": "error",
+        "MALFORMED_RESPONSE": "error",
     },
     # https://platform.openai.com/docs/api-reference/responses/object: a finished answer's
     # status, else its incomplete_details.reason (response.incomplete).
@@ -67,6 +78,13 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "completed": "stop",
         "max_output_tokens": "length",
         "content_filter": "content_filter",
+        # A limit other than tokens, a stop at a WebSocket steer's safe boundary, an
+        # incomplete answer with no reason, a cancelled one: no word blazen has.
+        "max_messages": "",
+        "steered": "",
+        "incomplete": "",
+        "cancelled": "",
+        "failed": "error",
     },
     # https://github.com/ollama/ollama/blob/main/docs/api.md (done_reason)
     "ollama": {"stop": "stop", "length": "length", "load": "", "unload": ""},

@@ -2,7 +2,8 @@
 
 A provider may pause a long turn and ask the client to send the content back so the model
 goes on (Anthropic's ``pause_turn``, a server-tool loop that hit its iteration limit:
-https://platform.claude.com/docs/en/agents-and-tools/tool-use/server-tools). The worker
+https://platform.claude.com/docs/en/agents-and-tools/tool-use/server-tools; Gemini's
+``CONTINUATION``, an answer cut at the per-request token limit). The worker
 then sends the next request itself and folds its stream into the same state and the same
 fold: the callbacks see one stream, one terminal, the text of every part in order and the
 usage summed. A wire that can continue has a ``continuation(req, paused)`` method
@@ -88,7 +89,9 @@ def joined(first: CompletionResponse, then: CompletionResponse) -> CompletionRes
         for c in then.citations
     )
     items: dict[tuple[str, str], ProviderItem] = {}
-    for item in (*first.provider_items, *then.provider_items):
+    # The token that continued the first is spent: only the second's may go on.
+    spent = [i for i in first.provider_items if i.kind != "continuation"]
+    for item in (*spent, *then.provider_items):
         key = (item.provider, item.kind)
         before = items.get(key)
         if before is not None and isinstance(before.data, list) and isinstance(item.data, list):

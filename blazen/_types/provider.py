@@ -122,6 +122,8 @@ class ProviderItem:
 
     - ``("anthropic", "content")``: the Messages API content blocks, a list;
     - ``("gemini", "parts")``: the model turn's ``parts``, a list;
+    - ``("gemini", "continuation")``: ``{"continuationToken": ...}`` of an answer Gemini
+      stopped with ``CONTINUATION``; sent as the last turn, it continues that answer;
     - ``("openai-responses", "output")``: the Responses API output items, a list.
 
     A turn whose content blazen's fields already carry whole has none.

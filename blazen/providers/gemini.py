@@ -18,6 +18,9 @@ Each SSE payload is a whole ``GenerateContentResponse``
   function call above all, Gemini 2.5 and 3), which must come back on the same part next
   turn (https://ai.google.dev/gemini-api/docs/thought-signatures): kept as
   :class:`~blazen.ReasoningPart` values and sent back where they came;
+- an answer cut at the per-request token limit ends ``CONTINUATION`` with a
+  ``continuationToken``: a paused turn, continued in the same stream as Anthropic's
+  ``pause_turn`` is (:meth:`GeminiWire.continuation`);
 - a refused prompt has no candidates but
   ``promptFeedback.blockReason``, which is a :class:`~blazen.ContentPolicyError`;
 - errors use google.rpc's shape (``{"error": {"code", "status", "details"}}``), sometimes
@@ -30,6 +33,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Optional
 from urllib.parse import quote
+
+import attrs
 
 from .._http import HttpRequest
 from .._kit import StreamState, error_payload, parse_json
@@ -53,7 +58,7 @@ from .base import (
     tool_names,
 )
 from .capabilities import check_attachment
-from .gemini_fold import WIRE, GeminiFold, google_error
+from .gemini_fold import CONTINUATION, WIRE, GeminiFold, google_error
 
 __all__ = ["GeminiFold", "GeminiWire", "google_error"]
 
@@ -76,6 +81,18 @@ def _verbatim(m: ChatMessage) -> Optional[list[dict[str, Any]]]:
     for item in m.provider_items:
         if item.provider == WIRE and item.kind == "parts" and isinstance(item.data, list):
             return [dict(part) for part in item.data]
+    return None
+
+
+def _continuation_token(m: ChatMessage) -> Optional[str]:
+    """The token of an assistant turn Gemini stopped with CONTINUATION, if it has one."""
+    if m.role != "assistant":
+        return None
+    for item in m.provider_items:
+        if item.provider == WIRE and item.kind == "continuation" and isinstance(item.data, dict):
+            token = item.data.get("continuationToken")
+            if isinstance(token, str) and token:
+                return token
     return None
 
 
@@ -225,8 +242,16 @@ class GeminiWire:
         return parts or [{"text": ""}]
 
     def body(self, req: CompletionRequest) -> dict[str, Any]:
-        """The JSON body for ``req``."""
+        """The JSON body for ``req``.
+
+        A request whose last turn is an answer Gemini stopped with ``CONTINUATION`` goes on
+        with it: that turn stays out of ``contents`` and its token goes as
+        ``continuationToken``, the rest of the request as it was.
+        """
         refuse_previous_response(self.provider, req)
+        token = _continuation_token(req.messages[-1]) if req.messages else None
+        if token is not None:
+            req = attrs.evolve(req, messages=req.messages[:-1])
         body: dict[str, Any] = {"contents": self.contents(req)}
         system = system_text(req)
         if system:
@@ -281,7 +306,24 @@ class GeminiWire:
             gen["thinkingConfig"] = thinking
         if gen:
             body["generationConfig"] = gen
+        if token is not None:
+            body["continuationToken"] = token
         return body
+
+    def continuation(
+        self, req: CompletionRequest, paused: CompletionResponse
+    ) -> Optional[CompletionRequest]:
+        """The request that continues an answer stopped with ``CONTINUATION``, or None.
+
+        The same request again with the candidate's ``continuationToken`` (carried by the
+        paused turn appended last, see :meth:`body`); Gemini goes on where it stopped.
+        """
+        if paused.raw_finish_reason != CONTINUATION:
+            return None
+        message = paused.message
+        if _continuation_token(message) is None:
+            return None  # no token came with it: nothing to continue from
+        return attrs.evolve(req, messages=(*req.messages, message))
 
     def _server_tool(self, tool: ServerTool) -> dict[str, Any]:
         """A built-in tool: its ``Tool`` field, its options inside as given.

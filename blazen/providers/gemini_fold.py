@@ -37,16 +37,38 @@ from .._types import (
 )
 from ..errors import ProviderError, error_from_provider, parse_retry_after
 
-__all__ = ["WIRE", "GeminiFold", "citations", "google_error", "safety_details", "usage_of"]
+__all__ = [
+    "CONTINUATION",
+    "WIRE",
+    "GeminiFold",
+    "citations",
+    "google_error",
+    "safety_details",
+    "usage_of",
+]
 
 #: What ReasoningPart.provider and ProviderItem.provider say of this wire's parts.
 WIRE = "gemini"
+#: The finish reason of an answer cut at the per-request token limit, unfinished: the same
+#: request with the candidate's ``continuationToken`` goes on with it (the google-genai
+#: package's ``FinishReason.CONTINUATION`` and ``GenerateContentConfig.continuation_token``).
+CONTINUATION = "CONTINUATION"
 
-# Finish reasons that report a failed answer rather than a finished one: the model made a
-# call it could not complete, or too many in a row (the API stopped it).
-_FAILED_FINISH = frozenset(
-    {"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", "TOO_MANY_TOOL_CALLS"}
-)
+# Finish reasons that report a failed answer rather than a finished one, and what went
+# wrong: the model made a call it could not complete, or too many in a row (the API stopped
+# it), or the answer was malformed; or the request lacked a thought signature it needed.
+_FAILED_FINISH: Mapping[str, str] = {
+    "MALFORMED_FUNCTION_CALL": "the model produced a function call it could not complete",
+    "UNEXPECTED_TOOL_CALL": "the model produced a function call it could not complete",
+    "TOO_MANY_TOOL_CALLS": "the model called tools too many times in a row",
+    "MALFORMED_RESPONSE": "the answer was malformed",
+    "MISSING_THOUGHT_SIGNATURE": (
+        "the request lacks a thought signature of an earlier turn (send each assistant "
+        "turn back as resp.message, which keeps them)"
+    ),
+}
+# Sending the same request again cannot add what it lacks.
+_NOT_RETRYABLE = frozenset({"MISSING_THOUGHT_SIGNATURE"})
 # Finish reasons that stopped the answer for its content (safety, recitation...).
 _FILTERED = frozenset(
     {
@@ -58,6 +80,9 @@ _FILTERED = frozenset(
         "IMAGE_SAFETY",
         "IMAGE_PROHIBITED_CONTENT",
         "IMAGE_RECITATION",
+        "ESCALATION",
+        "MODEL_ARMOR",
+        "PUP_LIMITED_DISABLED",
     }
 )
 # Parts of server-side tools (code execution; Gemini 3's built-in tool calls).
@@ -219,10 +244,13 @@ class GeminiFold:
         "grounding",
         "keep",
         "parts",
+        "paused",
+        "prior_usage",
         "provider",
         "sources",
         "state",
         "thought",
+        "token",
     )
 
     def __init__(self, provider: str, state: StreamState) -> None:
@@ -239,6 +267,14 @@ class GeminiFold:
         #: The latest groundingMetadata and citationMetadata (each payload repeats them whole).
         self.grounding: Optional[Mapping[str, Any]] = None
         self.sources: Optional[Mapping[str, Any]] = None
+        #: The latest continuationToken (an answer Gemini stopped with CONTINUATION).
+        self.token: Optional[str] = None
+        #: This stream's answer stopped with CONTINUATION; a payload once the engine has
+        #: sent the continuation (which clears the finish reason) begins the next request's.
+        self.paused = False
+        #: The usage of the requests before this one: each request's usageMetadata is its
+        #: own running total, and a continued answer's usage is their sum.
+        self.prior_usage: Optional[TokenUsage] = None
         state.on_response = self._at_end
 
     def fold(self, event: str, data: str) -> Optional[StreamChunk]:
@@ -261,12 +297,19 @@ class GeminiFold:
         state = self.state
         if obj.get("error") is not None:
             raise google_error(self.provider, None, obj, raw=raw)
+        if self.paused and state.raw_finish_reason is None:
+            # The continuation's first payload: the answer goes on in the same state.
+            self.paused = False
+            self.token = None
+            self.prior_usage = state.usage
+            state.on_response = self._at_end
         if state.model is None:
             state.response_id = obj.get("responseId")  # the same on every payload
         state.model = obj.get("modelVersion") or state.model
         usage = obj.get("usageMetadata")
         if usage:
-            state.usage = usage_of(usage)
+            now = usage_of(usage)
+            state.usage = now if self.prior_usage is None else self.prior_usage + now
         candidates = obj.get("candidates")
         if not candidates:
             feedback = obj.get("promptFeedback") or {}
@@ -355,22 +398,22 @@ class GeminiFold:
         sources = candidate.get("citationMetadata")
         if isinstance(sources, Mapping):
             self.sources = sources
+        token = candidate.get("continuationToken")
+        if isinstance(token, str) and token:
+            self.token = token
         finish = candidate.get("finishReason")
-        if finish in _FAILED_FINISH:
-            # The model failed to produce a valid call: an error, never a quiet "stop".
-            what = (
-                "the model called tools too many times in a row"
-                if finish == "TOO_MANY_TOOL_CALLS"
-                else "the model produced a function call it could not complete"
-            )
+        what = _FAILED_FINISH.get(finish) if isinstance(finish, str) else None
+        if what is not None:
+            # A failed answer: an error, never a quiet "stop".
             raise ProviderError(
                 f"{self.provider} ended the answer with finishReason {finish}: {what}",
                 provider=self.provider,
                 error_type=finish,
-                retryable=True,
+                retryable=finish not in _NOT_RETRYABLE,
             )
         if finish:
             state.raw_finish_reason = finish
+            self.paused = finish == CONTINUATION
             # Not always the last payload: with server-side code execution Gemini sends
             # STOP, then the code's result and the answer, then STOP again. The engine
             # reads on to the end of the body (read_on), never cutting the answer here.
@@ -394,15 +437,21 @@ class GeminiFold:
         )
 
     def _at_end(self) -> None:
-        """Once, when the answer is assembled: its citations and, if needed, its parts."""
+        """Once per request, when the answer is assembled: its citations and, if needed,
+        its parts and the token that continues it."""
         state = self.state
         text: Optional[str] = None
         if self.grounding is not None or self.sources is not None:
             text = state.text
             state.set_citations(citations(self.grounding, self.sources, text))
+        items: list[ProviderItem] = []
         if self.keep:
             parts = merged_parts(self.parts)
-            state.keep_items((ProviderItem(provider=WIRE, kind="parts", data=parts),))
+            items.append(ProviderItem(provider=WIRE, kind="parts", data=parts))
+        if state.raw_finish_reason == CONTINUATION and self.token is not None:
+            data = {"continuationToken": self.token}
+            items.append(ProviderItem(provider=WIRE, kind="continuation", data=data))
+        state.keep_items(tuple(items))
 
 
 def google_error(

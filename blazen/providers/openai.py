@@ -199,8 +199,11 @@ class OpenAIWire:
     def body(self, req: CompletionRequest, *, stream: bool) -> dict[str, Any]:
         """The JSON body for ``req``."""
         refuse_server_tools(self.provider, req, "chat completions")
-        # https://platform.openai.com/docs/api-reference/chat/create#reasoning_effort
-        check_effort(self.provider, req, ("none", "minimal", "low", "medium", "high", "xhigh"))
+        # https://platform.openai.com/docs/api-reference/chat/create#reasoning_effort (and
+        # the openai package's ReasoningEffort): not every model takes every level.
+        check_effort(
+            self.provider, req, ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+        )
         if req.reasoning_budget is not None:
             raise reasoning_refused(
                 self.provider,

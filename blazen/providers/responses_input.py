@@ -44,7 +44,7 @@ WIRE = "openai-responses"
 #: The name the capability table knows this wire by.
 CAPABILITIES = "responses"
 # https://platform.openai.com/docs/api-reference/responses/create#reasoning-effort
-_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 # https://platform.openai.com/docs/guides/tools: the built-in tools by the short names
 # Llm.server_tool takes (the Anthropic-style "code_execution" is OpenAI's code interpreter),
 # and the tool types OpenAI documents, sent as given.
