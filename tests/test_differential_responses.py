@@ -67,6 +67,7 @@ def sdk_events(name: str) -> list[Any]:
         "built_in_tools.sse",
         "unknown_events.sse",
         "items_without_deltas.sse",
+        "other_events.sse",
     ],
 )
 def test_the_openai_sdk_and_blazen_agree(name):

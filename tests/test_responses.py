@@ -8,6 +8,7 @@ and cut into one-byte writes, through the blocking, asyncio and background forms
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ import blazen
 from blazen import Llm
 from blazen.testing import Recorder, Reply, StreamServer
 
-from .conftest import fixture_bytes
+from .conftest import FIXTURES, fixture_bytes
 
 REQ = Llm.completion_request([Llm.user("hi")])
 
@@ -226,6 +227,7 @@ def _final_response(name: str) -> dict[str, Any]:
         "parallel_tool_calls.sse",
         "incomplete_length.sse",
         "web_search_citations.sse",
+        "other_events.sse",
     ],
 )
 def test_a_whole_response_reads_as_its_stream_does(name):
@@ -328,3 +330,82 @@ def test_argument_deltas_that_name_only_their_item_id_reach_their_call():
         resp = blazen.Streaming.complete(responses_model(server), REQ)
     _, whole = replay("parallel_tool_calls.sse")
     assert resp.tool_calls == whole.tool_calls
+
+
+def test_every_event_type_of_the_openai_sdk_is_replayed_by_a_fixture():
+    """Each type in the openai SDK's ResponseStreamEvent union is in some fixture here.
+
+    Fails when the SDK learns an event type no fixture has yet: write one from OpenAI's
+    streaming reference, and say what blazen does with it.
+    """
+    from openai.types.responses import ResponseStreamEvent
+
+    (union, *_) = typing.get_args(ResponseStreamEvent)
+    documented = {
+        typing.get_args(event.model_fields["type"].annotation)[0]
+        for event in typing.get_args(union)
+    }
+    replayed = set()
+    for path in (FIXTURES / "responses").glob("*.sse"):
+        for line in path.read_text().splitlines():
+            if line.startswith("data:"):
+                replayed.add(json.loads(line[5:]).get("type"))
+    assert documented - replayed == set()
+
+
+def test_mcp_lists_shell_runs_compaction_and_audio_events_are_no_tool_calls_and_no_text():
+    """Items OpenAI made on its side are kept for the next turn; audio events add no text."""
+    rec, resp = replay("other_events.sse")
+    assert resp.content == "The die server failed; a.txt is there." and rec.done[0] == "stop"
+    assert resp.tool_calls == () and all(not c.tool_calls for c in rec.chunks)
+    assert "NOT TEXT" not in rec.text and resp.reasoning is None
+    done = [
+        c.server_tool.name for c in rec.chunks if c.server_tool and c.server_tool.status == "done"
+    ]
+    assert done == [
+        "compaction",
+        "mcp_list_tools",
+        "mcp_list_tools",
+        "mcp",
+        "shell",
+        "shell_call_output",
+    ]
+    (kept,) = resp.provider_items
+    assert [i["type"] for i in kept.data] == [
+        "compaction",
+        "mcp_list_tools",
+        "mcp_list_tools",
+        "mcp_call",
+        "shell_call",
+        "shell_call_output",
+        "message",
+    ]
+    # The compaction's encrypted content is the finished item's, to go back as it came.
+    assert kept.data[0]["encrypted_content"].startswith("gAAAAABpCMP")
+    assert kept.data[3]["status"] == "failed"
+
+
+def _outcome(rec: Recorder, resp: Any) -> Any:
+    """What a caller sees of one stream: the callbacks' kinds and text, and the response."""
+    summary = None
+    if resp is not None:
+        summary = (
+            resp.content,
+            resp.reasoning,
+            resp.refusal,
+            resp.tool_calls,
+            resp.raw_finish_reason,
+            resp.usage,
+            resp.reasoning_parts,
+            resp.citations,
+            resp.provider_items,
+        )
+    error = None if rec.error is None else (type(rec.error), rec.error.message)
+    return [k for k in rec.kinds if k != "chunk"], rec.text, rec.done, error, summary
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "responses").glob("*.sse")))
+def test_every_fixture_reads_the_same_in_one_byte_writes_as_whole(name):
+    """Every event type and ending, one byte per write: the same terminal, text and response."""
+    whole = _outcome(*replay(name))
+    assert _outcome(*replay(name, one_byte=True)) == whole
