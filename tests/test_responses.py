@@ -409,3 +409,52 @@ def test_every_fixture_reads_the_same_in_one_byte_writes_as_whole(name):
     """Every event type and ending, one byte per write: the same terminal, text and response."""
     whole = _outcome(*replay(name))
     assert _outcome(*replay(name, one_byte=True)) == whole
+
+
+def _failed_codes() -> list[str]:
+    """Every error code of a failed response, as the openai SDK's ResponseError lists them."""
+    from openai.types.responses import ResponseError
+
+    return sorted(typing.get_args(ResponseError.model_fields["code"].annotation))
+
+
+#: The codes of a failure on OpenAI's side, worth another try before any content.
+_TRANSIENT = {"server_error", "vector_store_timeout"}
+_POLICY = {
+    "invalid_prompt",
+    "bio_policy",
+    "image_content_policy_violation",
+    "misalignment_policy_violation",
+}
+
+
+@pytest.mark.parametrize("code", _failed_codes())
+def test_every_code_of_a_failed_response_is_its_typed_error(code):
+    """Each documented code is typed; only a fault on OpenAI's side is retried.
+
+    Fails when the SDK learns a code that would be read as an unlabelled, retried error.
+    """
+    failed = {
+        "type": "response.failed",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_f",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {"code": code, "message": f"it failed ({code})"},
+        },
+    }
+    with StreamServer([Reply.sse(blazen.testing.sse_event(failed, "response.failed"))]) as s:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(s), REQ, rec.handler)
+    err = rec.error
+    assert f"it failed ({code})" in err.message and code in (err.body or "")
+    if code in _TRANSIENT:
+        assert type(err) is blazen.ProviderError and err.retryable
+    elif code == "rate_limit_exceeded":
+        assert isinstance(err, blazen.RateLimitError)
+    elif code in _POLICY:
+        assert isinstance(err, blazen.ContentPolicyError) and not err.retryable
+    else:  # the request's own inputs: sending it again will not help
+        assert isinstance(err, blazen.InvalidRequestError) and not err.retryable

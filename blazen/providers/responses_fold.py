@@ -70,6 +70,10 @@ _FAILED_AS = {
     "invalid_prompt": "content_policy_violation",  # flagged against the usage policies
     "bio_policy": "content_policy_violation",
     "image_content_policy_violation": "content_policy_violation",
+    # An agentic action blocked as unintended (its "misalignment" says why): a policy block.
+    "misalignment_policy_violation": "content_policy_violation",
+    # The project's data residency does not allow this request: sending it again won't help.
+    "data_residency_mismatch": "invalid_request_error",
     "context_length_exceeded": "context_length_exceeded",
 }
 # Item types that are the model's own answer; any other item is a tool run on OpenAI's side.
