@@ -458,3 +458,40 @@ def test_every_code_of_a_failed_response_is_its_typed_error(code):
         assert isinstance(err, blazen.ContentPolicyError) and not err.retryable
     else:  # the request's own inputs: sending it again will not help
         assert isinstance(err, blazen.InvalidRequestError) and not err.retryable
+
+
+def _incomplete_reasons() -> list[str]:
+    """Every reason of an incomplete response, as the openai SDK's Response lists them."""
+    from openai.types.responses.response import IncompleteDetails
+
+    (literal, _none) = typing.get_args(IncompleteDetails.model_fields["reason"].annotation)
+    return sorted(typing.get_args(literal))
+
+
+@pytest.mark.parametrize("reason", _incomplete_reasons())
+def test_every_reason_of_an_incomplete_response_has_its_documented_ending(reason, caplog):
+    """response.incomplete with each documented reason: done as the table says, raw kept.
+
+    Fails when the SDK learns a reason the finish-reason table has no row for.
+    """
+    from blazen._kit.finish import FINISH_REASONS
+
+    assert reason in FINISH_REASONS["responses"]
+    incomplete = {
+        "type": "response.incomplete",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_i",
+            "object": "response",
+            "status": "incomplete",
+            "output": [],
+            "incomplete_details": {"reason": reason},
+        },
+    }
+    event = blazen.testing.sse_event(incomplete, "response.incomplete")
+    with caplog.at_level("WARNING", logger="blazen"), StreamServer([Reply.sse(event)]) as s:
+        rec = Recorder()
+        resp = blazen.Streaming.complete(responses_model(s), REQ, rec.handler)
+    assert rec.done[0] == FINISH_REASONS["responses"][reason]
+    assert resp.raw_finish_reason == reason and resp.stop_details.category == reason
+    assert "does not know the finish reason" not in caplog.text

@@ -67,6 +67,10 @@ FINISH_REASONS: Mapping[str, Mapping[str, str]] = {
         "completed": "stop",
         "max_output_tokens": "length",
         "content_filter": "content_filter",
+        # A cap on the messages of a run, and a stop for a WebSocket steer (which blazen
+        # never sends): no cause blazen has a word for, so "" (the raw value says which).
+        "max_messages": "",
+        "steered": "",
     },
     # https://github.com/ollama/ollama/blob/main/docs/api.md (done_reason)
     "ollama": {"stop": "stop", "length": "length", "load": "", "unload": ""},
