@@ -495,3 +495,56 @@ def test_every_reason_of_an_incomplete_response_has_its_documented_ending(reason
     assert rec.done[0] == FINISH_REASONS["responses"][reason]
     assert resp.raw_finish_reason == reason and resp.stop_details.category == reason
     assert "does not know the finish reason" not in caplog.text
+
+
+# OpenAI's overload inside a 200 stream, in the shapes its servers send it; OpenAI's own
+# client (codex-rs/codex-api/src/sse/responses.rs) reads server_is_overloaded and slow_down
+# as an overload.
+_OVERLOADED = {
+    "error event": {
+        "type": "error",
+        "sequence_number": 2,
+        "error": {
+            "type": "service_unavailable_error",
+            "code": "server_is_overloaded",
+            "message": "Our servers are currently overloaded. Please try again later.",
+            "param": None,
+        },
+    },
+    "failed response": {
+        "type": "response.failed",
+        "sequence_number": 3,
+        "response": {
+            "id": "resp_o",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {
+                "code": "server_is_overloaded",
+                "message": "Our servers are currently overloaded. Please try again later.",
+            },
+        },
+    },
+    "slow down": {
+        "type": "error",
+        "sequence_number": 2,
+        "code": "slow_down",
+        "message": "Slow down",
+    },
+}
+
+
+@pytest.mark.parametrize("shape", list(_OVERLOADED))
+def test_openais_overload_in_the_stream_is_an_overloaded_error_retried_before_content(shape):
+    """server_is_overloaded / slow_down: OverloadedError, and sent again before any chunk."""
+    event = _OVERLOADED[shape]
+    overloaded = Reply.sse(blazen.testing.sse_event(event, event["type"]))
+    with StreamServer([overloaded]) as server:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(server), REQ, rec.handler)
+    assert isinstance(rec.error, blazen.OverloadedError) and rec.error.retryable
+    again = Reply.sse(blazen.testing.sse_event(event, event["type"]))
+    with StreamServer([again, Reply.sse(fixture_bytes("responses", "text.sse"))]) as server:
+        resp = blazen.Streaming.complete(responses_model(server, max_retries=1), REQ)
+        assert len(server.requests) == 2
+    assert resp.content == "Why did the scarecrow win an award?"
