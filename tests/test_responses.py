@@ -548,3 +548,38 @@ def test_openais_overload_in_the_stream_is_an_overloaded_error_retried_before_co
         resp = blazen.Streaming.complete(responses_model(server, max_retries=1), REQ)
         assert len(server.requests) == 2
     assert resp.content == "Why did the scarecrow win an award?"
+
+
+@pytest.mark.parametrize(
+    "name", ["reasoning_tool_call.sse", "web_search_citations.sse", "other_events.sse"]
+)
+def test_a_jsonl_transcript_of_the_responses_wire_reads_back_as_the_same_events(name, tmp_path):
+    """Reasoning, calls and built-in tool events through a sink: the file holds what was seen."""
+    from blazen.sinks import JsonlSink, read_jsonl, tee
+
+    path = tmp_path / "t.jsonl"
+    with StreamServer([Reply.sse(fixture_bytes("responses", name))]) as server:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(server), REQ, tee(rec, JsonlSink(path)))
+    events = list(read_jsonl(path))
+    assert [k for k, _ in events] == rec.kinds and rec.kinds[-1] == "done"
+    assert [a[0] for k, a in events if k == "chunk"] == rec.chunks
+    assert events[-1] == ("done", rec.done)
+
+
+def test_a_workflow_step_streams_from_the_responses_wire():
+    """A step that streams a Responses answer and buffers it: the run's result is the text."""
+    with StreamServer([Reply.sse(fixture_bytes("responses", "text.sse"))]) as server:
+        model = responses_model(server)
+        wf = blazen.workflow("responses_step")
+
+        @wf.step("ask", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+        def ask(_event: Any) -> Any:
+            resp = blazen.Streaming.complete(model, REQ)
+            data = {"result": {"text": resp.content, "id": resp.id}}
+            return blazen.StepOutput.single(
+                blazen.Event.create(event_type="blazen::StopEvent", data=data)
+            )
+
+        result = wf.run()
+    assert result.result == {"text": "Why did the scarecrow win an award?", "id": "resp_text01"}
