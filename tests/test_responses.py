@@ -583,3 +583,32 @@ def test_a_workflow_step_streams_from_the_responses_wire():
 
         result = wf.run()
     assert result.result == {"text": "Why did the scarecrow win an award?", "id": "resp_text01"}
+
+
+@pytest.mark.parametrize("usage", [{"input_tokens": 30, "output_tokens": 7}, [1, 2], "garbage"])
+def test_a_failed_response_s_usage_is_the_errors_usage(usage):
+    """The usage response.failed reports is err.usage (not an estimate); a malformed one
+    never hides why it failed."""
+    failed = {
+        "type": "response.failed",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_fu",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {"code": "server_error", "message": "It broke."},
+            "usage": usage,
+        },
+    }
+    with StreamServer([Reply.sse(blazen.testing.sse_event(failed, "response.failed"))]) as s:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(s), REQ, rec.handler)
+    err = rec.error
+    assert type(err) is blazen.ProviderError and "It broke." in err.message
+    if isinstance(usage, dict):
+        assert (err.usage.prompt_tokens, err.usage.completion_tokens) == (30, 7)
+        assert err.usage.total_tokens == 37 and err.usage.partial
+        assert not err.usage.estimated
+    else:
+        assert err.usage.estimated

@@ -34,6 +34,7 @@ do) is read from ``response.output_item.done`` instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -217,10 +218,20 @@ class ResponsesFold:
             state.model = response.get("model") or state.model
             return None
         if kind == "response.failed":
-            raise _failed(self._provider, obj.get("response") or {}, data)
+            response = obj.get("response") or {}
+            self._spent(response)
+            raise _failed(self._provider, response, data)
         if kind == "error":
             raise _error_event(self._provider, obj, data)
         return None  # in_progress, content parts, annotations, tool progress, later additions
+
+    def _spent(self, response: Any) -> None:
+        # What a failed response used is the error's usage (err.usage), not an estimate;
+        # a count of the wrong shape must not hide why it failed, so it is left out.
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+        if isinstance(usage, Mapping):
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                self.state.usage = _usage(usage)
 
     def _arguments(self, index: Any, delta: Any) -> Optional[StreamChunk]:
         if self._kinds.get(index) not in _CALLS:
@@ -425,6 +436,7 @@ class ResponsesFold:
         """A whole (non-streamed) response, read through the same steps as a stream."""
         status = response.get("status")
         if status == "failed" or response.get("error"):
+            self._spent(response)
             raise _failed(self._provider, response, raw)
         self.state.response_id = response.get("id")
         self.state.model = response.get("model")
