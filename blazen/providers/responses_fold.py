@@ -261,6 +261,9 @@ class ResponsesFold:
         if kind not in _OWN:
             return self._server_tool(kind, item, "running")
         if kind not in _CALLS:
+            if kind == "message":
+                # Reasoning before a message (a preamble before a call) goes back before it.
+                self._place_reasoning(None)
             return None
         call_id = item.get("call_id")
         # The reasoning that led here goes back right before this call.
