@@ -6,16 +6,20 @@ them into one session (a later block may use a name an earlier one defined; top-
 providers' base-URL variables pointing at a ``StreamServer`` that answers what each
 request asks (``tests/docs_server.py``), so no key and no network is needed. A block that
 cannot run here says why, on the line before it: ``<!-- test: skip (reason) -->``; one
-that needs Redis or the bundled model says ``<!-- test: needs redis -->`` or
-``<!-- test: needs local -->`` and gets it (or is left out, saying why, without the
-``local`` extra).
+that needs Redis, the bundled model or an MCP server says ``<!-- test: needs redis -->``,
+``<!-- test: needs local -->`` or ``<!-- test: needs mcp -->`` and gets it (or is left out,
+saying why, without the ``local`` extra or the MCP SDK). ``needs mcp`` puts
+``examples/mcp_weather_server.py`` beside the blocks as ``weather_server.py``, the server the
+page names.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -34,7 +38,7 @@ PAGES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
 # text and json blocks show output and data, not code to run.
 LANGUAGES = {"python", "sh", "text", "json"}
 FENCE = re.compile(r"^```(\S*)\s*$")
-DIRECTIVE = re.compile(r"^<!-- test: (skip \(.+\)|needs redis|needs local) -->$")
+DIRECTIVE = re.compile(r"^<!-- test: (skip \(.+\)|needs redis|needs local|needs mcp) -->$")
 
 
 @attrs.frozen
@@ -147,6 +151,11 @@ def test_the_python_blocks_of_each_page_run_in_order(page, docs_server, request,
         extra["REDIS_URL"] = request.getfixturevalue("redis_url")
     if any(b.directive == "needs local" for b in chosen) and local_missing():
         chosen = [b for b in chosen if b.directive != "needs local"]
+    if any(b.directive == "needs mcp" for b in chosen):
+        if importlib.util.find_spec("mcp") is None:
+            chosen = [b for b in chosen if b.directive != "needs mcp"]
+        else:
+            shutil.copy(ROOT / "examples" / "mcp_weather_server.py", tmp_path / "weather_server.py")
     script = tmp_path / "blocks.json"
     script.write_text(json.dumps([{"code": b.code, "where": b.where} for b in chosen]))
     proc = subprocess.run(
@@ -235,7 +244,8 @@ def test_mkdocs_is_where_ci_builds_the_site():
 
 
 PUBLIC_MODULES = ["blazen", "blazen.errors", "blazen.providers", "blazen.sinks", "blazen.batch",
-                  "blazen.testing", "blazen.local"]
+                  "blazen.testing", "blazen.local", "blazen.agent", "blazen.agent.mcp",
+                  "blazen.workflow"]
 
 
 def public_names() -> Iterator[tuple[str, str]]:
@@ -282,6 +292,7 @@ ENTRY_POINTS = [
     "blazen.local.start", "blazen.sinks.RedisStreamSink", "blazen.sinks.follow",
     "blazen.sinks.sse_lines", "blazen.sinks.JsonlSink", "blazen.sinks.QueueSink",
     "blazen.sinks.tee", "blazen.testing.StreamServer", "blazen.testing.Recorder",
+    "blazen.agent.mcp.stdio", "blazen.agent.mcp.http",
 ]
 
 

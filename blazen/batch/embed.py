@@ -10,6 +10,11 @@ resume). Running it again skips the ids already in ``out``. A record::
      "embedding": "<base64 of the float32 values, little-endian>"}
 
 :func:`vector` turns a record back into an ``array("f")``.
+
+Its one wait is ``model.embed``'s, one chunk at a time: each batch's connect and idle
+timeouts and retries; Ctrl-C cancels it (what was written stays). Test:
+``test_a_stalled_embedding_ends_batch_embed_by_the_models_idle_timeout`` in
+``tests/hostile/test_waits_are_bounded.py``.
 """
 
 from __future__ import annotations

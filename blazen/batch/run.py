@@ -22,6 +22,17 @@ Every wait of a run and the deadline that bounds it (one test each in
 |                                               | it within 0.05 s                            |
 | an interrupted run waiting for its items      | ``DRAIN_TIMEOUT`` (30 s)                    |
 | the pool's shutdown at the end                | the items, all ended or cancelled by then   |
+
+The tests, row by row: ``test_a_stalled_batch_item_ends_by_its_time_limit_and_the_run_goes_on``
+(and, for Ctrl-C, ``test_ctrl_c_cancels_the_streams_in_flight_reports_and_says_how_to_resume``
+in ``tests/test_batch_process.py``);
+``test_a_batch_item_told_to_wait_too_long_fails_instead_of_pausing_the_run`` (rows 2 and 3:
+nothing arrives while an item waits out its backoff);
+``test_a_pool_thread_waiting_for_room_gives_up_on_cancel``;
+``test_an_interrupted_run_waits_for_items_that_never_come_back_at_most_drain_timeout`` and
+``test_a_raising_on_result_stops_the_run_with_a_callback_error`` (its pool threads gone) in
+``tests/test_batch.py``. ``batch.embed`` (:mod:`.embed`) and ``via="provider"``
+(:mod:`.provider.run`) have tables of their own.
 """
 
 from __future__ import annotations

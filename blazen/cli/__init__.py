@@ -34,10 +34,20 @@ Every wait of the command and what bounds it:
 |                                             | timeouts; Ctrl-C cancels it (exit 130, or the |
 |                                             | session goes on)                              |
 | the local model starting                    | its ``startup_timeout`` (300 s); Ctrl-C       |
-| a prompt from stdin, a batch input file     | its writer's end of file; Ctrl-C              |
+| a prompt or an input file read from stdin   | its writer's end of file; Ctrl-C (exit 130)   |
 | the interactive prompt                      | the person: Ctrl-D or ``/exit`` leaves        |
 | writing to stdout                           | its reader; a reader gone is exit 141         |
-| ``blazen batch``                            | the table of :mod:`blazen.batch.run`          |
+| ``blazen batch``, ``blazen embed``          | the tables of :mod:`blazen.batch.run` and     |
+|                                             | :mod:`blazen.batch.embed`                     |
+
+The tests, row by row: ``test_blazen_chat_timeout_bounds_a_stalled_stream`` (in
+``tests/hostile/test_waits_are_bounded.py``) and
+``test_ctrl_c_cancels_the_answer_closes_its_connection_and_keeps_the_session`` (in
+``tests/test_chat_session.py``, which also leaves by Ctrl-D and ``/exit``);
+``test_server_not_ready_in_time_raises_timeout_and_is_killed`` (``tests/test_local.py``);
+``test_ctrl_c_while_the_command_waits_for_stdin_exits_130`` (in
+``tests/hostile/test_waits_are_bounded.py``);
+``test_reader_gone_before_the_last_write_exits_141_without_traceback`` (``tests/test_cli.py``).
 """
 
 from __future__ import annotations

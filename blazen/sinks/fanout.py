@@ -7,7 +7,9 @@ The waits here and what bounds them (tests in ``tests/hostile/test_waits_are_bou
 | ``QueueSink`` putting on a full queue | its consumer; ``QueueSink(q, timeout=)`` bounds it |
 | ``tee``                               | each sink it calls, in turn                         |
 
-``JsonlSink`` (:mod:`.jsonl`) waits only for the local disk (write, flush, fsync).
+Tests: ``test_a_full_queue_holds_a_stream_at_most_the_sinks_timeout`` and
+``test_a_full_queue_is_back_pressure_until_its_consumer_takes``; ``tee`` has no wait of its
+own. ``JsonlSink`` (:mod:`.jsonl`) waits only for the local disk (write, flush, fsync).
 """
 
 from __future__ import annotations

@@ -25,9 +25,17 @@ __all__ = ["follow", "sse_lines"]
 # | a Redis that answers nothing (frozen) | the same: each call runs on a Caller thread        |
 # | a Redis that raises (down, refused)   | ``stale_after`` of retries (redis_lost); timeout  |
 # | EXISTS after a stale stream           | as XREAD                                          |
+# | a stream not started yet (no key)     | ``timeout`` only: its producer may be queued      |
 #
 # The client's own socket_timeout and retries never lengthen these: a call that outlives
-# its deadline is given up (bounded.Caller), whatever the client was built with.
+# its deadline is given up (bounded.Caller), whatever the client was built with. The tests,
+# row by row: test_follow_resuming_from_an_id_is_bounded_on_a_frozen_redis;
+# test_follow_timeout_bounds_the_wait_on_a_frozen_redis and
+# test_follow_stale_after_bounds_the_wait_on_a_frozen_redis (rows 2, 3 and 5); in
+# tests/sinks/test_redis.py (row 4)
+# test_redis_killed_mid_stream_fails_the_producer_and_its_reader_without_a_hang and
+# test_resuming_against_an_unreachable_redis_is_a_clear_error, and (row 6)
+# test_follow_times_out_on_a_stream_that_never_starts.
 
 #: The longest single blocking read: a reader notices its own deadline this often.
 MAX_BLOCK = 5.0

@@ -25,7 +25,13 @@ Every wait of the sink and the deadline that bounds it (one test each in
 | the beat thread's sleep                   | ``beat / 2``; it ends at the terminal            |
 
 Each Redis call runs on the sink's own :class:`~.bounded.Caller` thread, so neither a
-client without ``socket_timeout`` nor redis-py's retries can stretch a write.
+client without ``socket_timeout`` nor redis-py's retries can stretch a write. The tests,
+row by row: ``test_opening_a_sink_on_a_frozen_redis_fails_within_write_timeout``;
+``test_a_sinks_write_to_a_frozen_redis_fails_within_write_timeout`` and
+``test_a_stream_into_a_frozen_redis_ends_with_one_callback_error``;
+``test_beats_into_a_frozen_redis_stop_within_write_timeout``;
+``test_a_beat_stuck_on_a_frozen_redis_holds_a_callback_at_most_write_timeout``;
+``test_the_beat_threads_sleep_ends_at_the_terminal``.
 """
 
 from __future__ import annotations
@@ -90,8 +96,8 @@ class RedisStreamSink:
     The key must be new: a stream already there raises :class:`~blazen.ValidationError`
     (use one key per stream, e.g. the task id). A Redis that goes away mid-stream makes the
     sink raise, which aborts the stream with :class:`~blazen.CallbackError` (raised by the
-    call even though the sink has an ``on_error``). Give the client a ``socket_timeout``
-    so that a Redis host that vanishes cannot hold a write for ever. Example::
+    call even though the sink has an ``on_error``). ``write_timeout`` bounds every write
+    whatever the client was built with (see the table of waits above). Example::
 
         r = redis.Redis(host="redis", socket_timeout=5)
         Streaming.complete(model, req, RedisStreamSink(r, f"chat:{task_id}"))

@@ -28,10 +28,10 @@ __all__ = [
     "result_of",
 ]
 
-#: The event a run starts with; its data is what ``run(data)`` was given.
 START_EVENT = "blazen::StartEvent"
-#: The event that ends a run; ``{"result": ...}`` in its data is the run's result.
+"""The event a run starts with; its data is what ``run(data)`` was given."""
 STOP_EVENT = "blazen::StopEvent"
+"""The event that ends a run; ``{"result": ...}`` in its data is the run's result."""
 
 # The Swift seed names them without the prefix (Event(eventType: "StopEvent", ...)), the
 # Kotlin seed with it: both spellings mean the same two events.

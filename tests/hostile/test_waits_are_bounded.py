@@ -9,6 +9,7 @@ ever, and ``batch.run`` never ended after ``Retry-After: inf``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import queue
@@ -28,7 +29,7 @@ from blazen import Llm, Streaming, batch
 from blazen.batch.work import ItemChunk, Pipe
 from blazen.errors import parse_retry_after
 from blazen.sinks import QueueSink, RedisStreamSink, follow
-from blazen.testing import Reply, Stall, StreamServer, openai_sse
+from blazen.testing import BatchServer, Reply, Stall, StreamServer, openai_sse
 
 from ..conftest import KEY_FOR_TESTS
 from ..sinks.conftest import RedisServer
@@ -151,6 +152,45 @@ def test_a_beat_stuck_on_a_frozen_redis_holds_a_callback_at_most_write_timeout(f
     assert took < BOUND
 
 
+def _beat_threads(key: str) -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == f"blazen-beat-{key}"]
+
+
+def _within(seconds: float, ok) -> bool:
+    deadline = time.monotonic() + seconds
+    while not ok():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_beats_into_a_frozen_redis_stop_within_write_timeout(frozen, caplog):
+    """A beat's XADD that gets no answer is given up after write_timeout: the beats stop."""
+    client = frozen.client()
+    key = new_key()
+    sink = RedisStreamSink(client, key, beat=0.2, ttl=10, write_timeout=1)
+    assert _beat_threads(key)
+    frozen.freeze()
+    with caplog.at_level("WARNING", logger="blazen"):
+        assert _within(BOUND, lambda: not _beat_threads(key)), "the beat thread still waits"
+    assert sink.broken is not None  # the next callback fails at once, not after a wait
+    assert "beats of Redis stream" in caplog.text
+
+
+@pytest.mark.parametrize("terminal", ["done", "error"])
+def test_the_beat_threads_sleep_ends_at_the_terminal(frozen, terminal):
+    """The beat thread sleeps beat / 2 at a time, but the terminal wakes and ends it."""
+    key = new_key()
+    sink = RedisStreamSink(frozen.client(), key, beat=60, ttl=3600)
+    assert _beat_threads(key)
+    if terminal == "done":
+        sink.on_done("stop", None)
+    else:
+        sink.on_error(blazen.ConnectionError("the server went away"))
+    assert _within(2.0, lambda: not _beat_threads(key)), "the beat thread sleeps on"
+
+
 def test_a_stream_into_a_frozen_redis_ends_with_one_callback_error(frozen):
     """The whole call: Redis freezes mid-stream, the producer's call raises CallbackError."""
     client = frozen.client()
@@ -245,6 +285,71 @@ def test_a_batch_item_told_to_wait_too_long_fails_instead_of_pausing_the_run(tmp
         assert "error" not in records["a"]
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("limit", ["timeout", "idle_timeout"])
+def test_a_stalled_batch_item_ends_by_its_time_limit_and_the_run_goes_on(tmp_path, limit):
+    """An item whose server stalls mid-answer ends by timeout= (or idle_timeout) as a record."""
+    stalled = Reply.sse([*openai_sse(["Hel"], done=False)[:2], Stall()])
+    ok = Reply.sse(openai_sse(["fine"]))
+    model_kw = {"idle_timeout": 1} if limit == "idle_timeout" else {}
+    run_kw = {"timeout": 1} if limit == "timeout" else {}
+    with StreamServer([stalled], default=ok) as server:
+        model = blazen.Providers.openai_compat("t", server.base_url, api_key=KEY_FOR_TESTS,
+                                               max_retries=0, **model_kw)  # fmt: skip
+        out = tmp_path / "r.jsonl"
+        err, took = timed(lambda: batch.run(model, [("a", REQ), ("b", REQ)], concurrency=1,
+                                            out=out, progress=False, **run_kw))  # fmt: skip
+    assert err is None, repr(err)
+    assert took < BOUND, f"the run took {took:.1f} s"
+    records = {r["id"]: r for r in batch.read(out)}
+    assert records["a"]["error"]["kind"] == "timeout"
+    assert "error" not in records["b"]
+
+
+def test_a_stalled_embedding_ends_batch_embed_by_the_models_idle_timeout(tmp_path):
+    """batch.embed's wait is model.embed's: a server that never answers ends it by idle_timeout."""
+    with StreamServer([Reply(body=[Stall()], raw=True)]) as server:
+        model = blazen.Providers.openai(api_key=KEY_FOR_TESTS, base_url=server.base_url,
+                                        max_retries=0, idle_timeout=1)  # fmt: skip
+        err, took = timed(lambda: batch.embed(model, ["a", "b"], out=tmp_path / "v.jsonl"))
+    assert isinstance(err, blazen.TimeoutError), repr(err)
+    assert took < BOUND
+
+
+# -- batch.run(via="provider") ---------------------------------------------------------
+
+
+def _provider_model(server: BatchServer) -> blazen.ChatModel:
+    return blazen.Providers.openai(api_key=KEY_FOR_TESTS, base_url=server.url + "/v1",
+                                   max_retries=0)  # fmt: skip
+
+
+def test_the_sleep_between_polls_grows_no_longer_than_max_poll_interval(tmp_path):
+    """25 quiet polls: each sleep grows by half but stops at max_poll_interval (0.1 s)."""
+    with BatchServer(polls=25) as server:
+        err, took = timed(lambda: batch.run(
+            _provider_model(server), [("a", REQ)], out=tmp_path / "r.jsonl", via="provider",
+            poll_interval=0.01, max_poll_interval=0.1, progress=False,
+        ))  # fmt: skip
+    assert err is None, repr(err)
+    assert took < BOUND, f"25 polls took {took:.1f} s"  # uncapped: 0.01 * 1.5**25 s
+
+
+def test_polls_that_keep_failing_stop_the_run_after_max_poll_failures(tmp_path, monkeypatch):
+    """A status check answered 500 for ever: the run stops with that error, not polls on."""
+    monkeypatch.setattr(importlib.import_module("blazen.batch.provider.run"),
+                        "MAX_POLL_FAILURES", 3)  # fmt: skip
+    with BatchServer(poll_failures=10**9) as server:
+        err, took = timed(lambda: batch.run(
+            _provider_model(server), [("a", REQ)], out=tmp_path / "r.jsonl", via="provider",
+            poll_interval=0.01, max_poll_interval=0.05, progress=False,
+        ))  # fmt: skip
+        left = server.poll_failures
+    assert isinstance(err, blazen.ProviderError) and err.status == 500, repr(err)
+    assert 10**9 - left == 3, "one poll per round, three rounds"
+    assert took < BOUND
+
+
 def test_a_pool_thread_waiting_for_room_gives_up_on_cancel():
     """Pipe.chunk waits for the calling thread to take chunks, but never past a cancel."""
     pipe = Pipe(1)
@@ -280,3 +385,45 @@ def test_blazen_chat_timeout_bounds_a_stalled_stream():
     *_, last = [json.loads(line) for line in proc.stdout.splitlines()]
     assert last["kind"] == "error" and last["error"]["kind"] == "timeout"
     assert took < BOUND + 10  # a fresh interpreter's start included
+
+
+def _reading_stdin(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/wchan") as f:
+            return "pipe_read" in f.read()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/PID/wchan")
+@pytest.mark.parametrize("command", ["chat", "embed"])
+def test_ctrl_c_while_the_command_waits_for_stdin_exits_130(tmp_path, command):
+    """`blazen chat -` / `blazen embed -` on a pipe nobody writes: Ctrl-C ends it, exit 130."""
+    argv = {
+        "chat": ["chat", "--json", "--base-url", "http://127.0.0.1:9/v1", "-"],
+        "embed": ["embed", "-", "--out", str(tmp_path / "v.jsonl"),
+                  "--base-url", "http://127.0.0.1:9/v1"],
+    }[command]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    proc = subprocess.Popen([sys.executable, "-m", "blazen", *argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30  # a fresh interpreter's start on a busy machine
+        while not _reading_stdin(proc.pid):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the command never read stdin"
+            time.sleep(0.02)
+        start = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=BOUND)
+        took = time.monotonic() - start
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert b"Traceback" not in err, err
+    assert took < BOUND
+    if command == "chat":
+        last = json.loads(out.splitlines()[-1])
+        assert last["kind"] == "error" and last["error"]["kind"] == "cancelled"

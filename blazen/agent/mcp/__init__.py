@@ -88,6 +88,11 @@ def stdio(
     (default: the name it announces). ``protocol`` is the SDK's connect mode: ``"auto"``
     (the newest version both sides speak, falling back to the initialize handshake of
     servers from before 2026), ``"legacy"`` (that handshake always), or a version string.
+
+    Example::
+
+        with mcp.stdio(["python", "weather_server.py"], timeout=30) as weather:
+            result = Agent(model, tools=weather.tools()).run("Weather in Oslo?")
     """
     if isinstance(command, (str, bytes)) or not command:
         msg = 'command must be a list such as ["python", "server.py"], not a string'
@@ -139,6 +144,12 @@ def http(
     where the server keeps one (``Mcp-Session-Id``: the initialize-handshake protocol; the
     2026-07-28 protocol keeps none), and closes the connections. ``timeout``,
     ``connect_timeout``, ``name`` and ``protocol`` are as for :func:`stdio`.
+
+    Example::
+
+        headers = {"Authorization": f"Bearer {token}"}
+        with mcp.http("http://127.0.0.1:8765/mcp", headers=headers) as docs:
+            result = Agent(model, tools=docs.tools(prefix="docs_")).run("Find the guide.")
     """
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         msg = f"url must be an http(s) URL such as 'http://127.0.0.1:8765/mcp', got {url!r:.80}"

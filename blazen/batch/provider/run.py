@@ -13,11 +13,32 @@ came back.
    up to ``max_poll_interval`` while nothing changes; an ended batch's results are written
    to ``out=`` as they are read, each id once, in the same records as a streamed run.
 
-Waits and their bounds: each HTTP call has the model's ``connect_timeout`` and
-``idle_timeout`` and its retries; the sleeps between polls are at most
-``max_poll_interval`` and Ctrl-C ends them at once; a batch whose polls (or results
-downloads) keep failing for :data:`MAX_POLL_FAILURES` rounds in a row stops the run with
-that error (the batch goes on at the provider; the next run picks it up).
+Every wait of a provider run and the deadline that bounds it:
+
+| wait                                         | bounded by                                  |
+|----------------------------------------------|---------------------------------------------|
+| each HTTP call (upload, create, status,      | the model's ``connect_timeout`` and         |
+| results download)                            | ``idle_timeout``, and its retries           |
+| a create whose answer was lost, before the   | ``Retry-After`` up to ``retry_after_cap``,  |
+| batches are looked through for its tag       | else backoff; at most ``max_retries``       |
+| the sleep between polls                      | ``max_poll_interval``; Ctrl-C ends it       |
+| polls (or results downloads) that keep       | :data:`MAX_POLL_FAILURES` rounds in a row:  |
+| failing                                      | the run stops with that error               |
+| the provider's batch itself                  | its completion window (24 h), then          |
+|                                              | ``expired``; Ctrl-C stops waiting for it    |
+
+Stopped, the batch goes on at the provider and the next run picks it up. The tests, row by
+row, in ``tests/hostile/test_attack_round5.py`` unless named otherwise:
+``test_a_stalled_results_download_is_bounded_by_the_idle_timeout``;
+``test_a_create_whose_answer_is_lost_is_found_by_its_tag_not_sent_again``;
+``test_the_sleep_between_polls_grows_no_longer_than_max_poll_interval`` (in
+``tests/hostile/test_waits_are_bounded.py``) and
+``test_ctrl_c_leaves_the_batch_running_and_a_rerun_collects_it`` (in
+``tests/test_batch_provider.py``);
+``test_polls_that_keep_failing_stop_the_run_after_max_poll_failures`` (in
+``tests/hostile/test_waits_are_bounded.py``);
+``test_an_expired_batch_fails_the_rest_and_retry_failed_sends_them_again`` (in
+``tests/test_batch_provider.py``).
 """
 
 from __future__ import annotations
