@@ -166,7 +166,8 @@ class RateLimitError(ProviderError):
 
 
 class OverloadedError(ProviderError):
-    """The provider is overloaded (HTTP 529 or an in-stream ``overloaded_error``)."""
+    """The provider is overloaded (HTTP 529, an in-stream ``overloaded_error``, OpenAI's
+    ``server_is_overloaded``)."""
 
     kind = "overloaded"
     retryable = True
@@ -420,7 +421,18 @@ _AUTH_TYPES = frozenset(
 _RATE_TYPES = frozenset(
     {"rate_limit_error", "rate_limit_exceeded", "resource_exhausted", "tokens", "requests"}
 )
-_OVERLOAD_TYPES = frozenset({"overloaded_error", "overloaded", "server_overloaded", "unavailable"})
+# server_is_overloaded and slow_down: OpenAI's overload inside a stream (its own client, codex,
+# reads them so: codex-rs/codex-api/src/sse/responses.rs).
+_OVERLOAD_TYPES = frozenset(
+    {
+        "overloaded_error",
+        "overloaded",
+        "server_overloaded",
+        "unavailable",
+        "server_is_overloaded",
+        "slow_down",
+    }
+)
 _POLICY_TYPES = frozenset(
     {
         "content_filter",

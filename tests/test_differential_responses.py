@@ -67,6 +67,7 @@ def sdk_events(name: str) -> list[Any]:
         "built_in_tools.sse",
         "unknown_events.sse",
         "items_without_deltas.sse",
+        "other_events.sse",
     ],
 )
 def test_the_openai_sdk_and_blazen_agree(name):
@@ -395,3 +396,40 @@ def test_a_call_given_by_hand_goes_as_a_function_call_item():
         [Llm.user("1+?"), turn, Llm.tool_result("call_1", "2")], model="gpt-4o-mini"
     )
     field_by_field(blazen_body(req), sdk)
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [
+        ("failed_midstream.sse", blazen.ProviderError),
+        ("failed_rate_limit.sse", blazen.RateLimitError),
+        ("error_context_length.sse", blazen.ContextLengthError),
+        ("error_after_content.sse", blazen.OverloadedError),
+    ],
+)
+def test_a_failed_response_or_error_event_reads_as_the_sdk_says(name, error):
+    """The SDK's last event (response.failed or error), or the APIError it raises for an
+    error event nested under "error", and blazen's typed error agree on text and cause."""
+    events: list[Any] = []
+    with (
+        StreamServer([_reply(name)]) as server,
+        openai.OpenAI(api_key="k", base_url=server.base_url, max_retries=0) as client,
+    ):
+        try:
+            for event in client.responses.create(model="m", input="hi", stream=True):
+                events.append(event)
+            raised = None
+        except openai.APIError as exc:
+            raised = exc
+    rec, _ = replay(name)
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert rec.text == text and isinstance(rec.error, error)
+    if raised is not None:
+        assert raised.message in rec.error.message
+        assert isinstance(raised.body, dict) and raised.body["code"] in rec.error.body
+    elif events[-1].type == "response.failed":
+        failed = events[-1].response.error
+        assert failed.message in rec.error.message and failed.code in rec.error.body
+    else:
+        assert events[-1].type == "error"
+        assert events[-1].message in rec.error.message and events[-1].code in rec.error.body

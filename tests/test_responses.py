@@ -8,6 +8,7 @@ and cut into one-byte writes, through the blocking, asyncio and background forms
 from __future__ import annotations
 
 import json
+import typing
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ import blazen
 from blazen import Llm
 from blazen.testing import Recorder, Reply, StreamServer
 
-from .conftest import fixture_bytes
+from .conftest import FIXTURES, fixture_bytes
 
 REQ = Llm.completion_request([Llm.user("hi")])
 
@@ -226,6 +227,7 @@ def _final_response(name: str) -> dict[str, Any]:
         "parallel_tool_calls.sse",
         "incomplete_length.sse",
         "web_search_citations.sse",
+        "other_events.sse",
     ],
 )
 def test_a_whole_response_reads_as_its_stream_does(name):
@@ -328,3 +330,285 @@ def test_argument_deltas_that_name_only_their_item_id_reach_their_call():
         resp = blazen.Streaming.complete(responses_model(server), REQ)
     _, whole = replay("parallel_tool_calls.sse")
     assert resp.tool_calls == whole.tool_calls
+
+
+def test_every_event_type_of_the_openai_sdk_is_replayed_by_a_fixture():
+    """Each type in the openai SDK's ResponseStreamEvent union is in some fixture here.
+
+    Fails when the SDK learns an event type no fixture has yet: write one from OpenAI's
+    streaming reference, and say what blazen does with it.
+    """
+    from openai.types.responses import ResponseStreamEvent
+
+    (union, *_) = typing.get_args(ResponseStreamEvent)
+    documented = {
+        typing.get_args(event.model_fields["type"].annotation)[0]
+        for event in typing.get_args(union)
+    }
+    replayed = set()
+    for path in (FIXTURES / "responses").glob("*.sse"):
+        for line in path.read_text().splitlines():
+            if line.startswith("data:"):
+                replayed.add(json.loads(line[5:]).get("type"))
+    assert documented - replayed == set()
+
+
+def test_mcp_lists_shell_runs_compaction_and_audio_events_are_no_tool_calls_and_no_text():
+    """Items OpenAI made on its side are kept for the next turn; audio events add no text."""
+    rec, resp = replay("other_events.sse")
+    assert resp.content == "The die server failed; a.txt is there." and rec.done[0] == "stop"
+    assert resp.tool_calls == () and all(not c.tool_calls for c in rec.chunks)
+    assert "NOT TEXT" not in rec.text and resp.reasoning is None
+    done = [
+        c.server_tool.name for c in rec.chunks if c.server_tool and c.server_tool.status == "done"
+    ]
+    assert done == [
+        "compaction",
+        "mcp_list_tools",
+        "mcp_list_tools",
+        "mcp",
+        "shell",
+        "shell_call_output",
+    ]
+    (kept,) = resp.provider_items
+    assert [i["type"] for i in kept.data] == [
+        "compaction",
+        "mcp_list_tools",
+        "mcp_list_tools",
+        "mcp_call",
+        "shell_call",
+        "shell_call_output",
+        "message",
+    ]
+    # The compaction's encrypted content is the finished item's, to go back as it came.
+    assert kept.data[0]["encrypted_content"].startswith("gAAAAABpCMP")
+    assert kept.data[3]["status"] == "failed"
+
+
+def _outcome(rec: Recorder, resp: Any) -> Any:
+    """What a caller sees of one stream: the callbacks' kinds and text, and the response."""
+    summary = None
+    if resp is not None:
+        summary = (
+            resp.content,
+            resp.reasoning,
+            resp.refusal,
+            resp.tool_calls,
+            resp.raw_finish_reason,
+            resp.usage,
+            resp.reasoning_parts,
+            resp.citations,
+            resp.provider_items,
+        )
+    error = None if rec.error is None else (type(rec.error), rec.error.message)
+    return [k for k in rec.kinds if k != "chunk"], rec.text, rec.done, error, summary
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "responses").glob("*.sse")))
+def test_every_fixture_reads_the_same_in_one_byte_writes_as_whole(name):
+    """Every event type and ending, one byte per write: the same terminal, text and response."""
+    whole = _outcome(*replay(name))
+    assert _outcome(*replay(name, one_byte=True)) == whole
+
+
+def _failed_codes() -> list[str]:
+    """Every error code of a failed response, as the openai SDK's ResponseError lists them."""
+    from openai.types.responses import ResponseError
+
+    return sorted(typing.get_args(ResponseError.model_fields["code"].annotation))
+
+
+#: The codes of a failure on OpenAI's side, worth another try before any content.
+_TRANSIENT = {"server_error", "vector_store_timeout"}
+_POLICY = {
+    "invalid_prompt",
+    "bio_policy",
+    "image_content_policy_violation",
+    "misalignment_policy_violation",
+}
+
+
+@pytest.mark.parametrize("code", _failed_codes())
+def test_every_code_of_a_failed_response_is_its_typed_error(code):
+    """Each documented code is typed; only a fault on OpenAI's side is retried.
+
+    Fails when the SDK learns a code that would be read as an unlabelled, retried error.
+    """
+    failed = {
+        "type": "response.failed",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_f",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {"code": code, "message": f"it failed ({code})"},
+        },
+    }
+    with StreamServer([Reply.sse(blazen.testing.sse_event(failed, "response.failed"))]) as s:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(s), REQ, rec.handler)
+    err = rec.error
+    assert f"it failed ({code})" in err.message and code in (err.body or "")
+    if code in _TRANSIENT:
+        assert type(err) is blazen.ProviderError and err.retryable
+    elif code == "rate_limit_exceeded":
+        assert isinstance(err, blazen.RateLimitError)
+    elif code in _POLICY:
+        assert isinstance(err, blazen.ContentPolicyError) and not err.retryable
+    else:  # the request's own inputs: sending it again will not help
+        assert isinstance(err, blazen.InvalidRequestError) and not err.retryable
+
+
+def _incomplete_reasons() -> list[str]:
+    """Every reason of an incomplete response, as the openai SDK's Response lists them."""
+    from openai.types.responses.response import IncompleteDetails
+
+    (literal, _none) = typing.get_args(IncompleteDetails.model_fields["reason"].annotation)
+    return sorted(typing.get_args(literal))
+
+
+@pytest.mark.parametrize("reason", _incomplete_reasons())
+def test_every_reason_of_an_incomplete_response_has_its_documented_ending(reason, caplog):
+    """response.incomplete with each documented reason: done as the table says, raw kept.
+
+    Fails when the SDK learns a reason the finish-reason table has no row for.
+    """
+    from blazen._kit.finish import FINISH_REASONS
+
+    assert reason in FINISH_REASONS["responses"]
+    incomplete = {
+        "type": "response.incomplete",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_i",
+            "object": "response",
+            "status": "incomplete",
+            "output": [],
+            "incomplete_details": {"reason": reason},
+        },
+    }
+    event = blazen.testing.sse_event(incomplete, "response.incomplete")
+    with caplog.at_level("WARNING", logger="blazen"), StreamServer([Reply.sse(event)]) as s:
+        rec = Recorder()
+        resp = blazen.Streaming.complete(responses_model(s), REQ, rec.handler)
+    assert rec.done[0] == FINISH_REASONS["responses"][reason]
+    assert resp.raw_finish_reason == reason and resp.stop_details.category == reason
+    assert "does not know the finish reason" not in caplog.text
+
+
+# OpenAI's overload inside a 200 stream, in the shapes its servers send it; OpenAI's own
+# client (codex-rs/codex-api/src/sse/responses.rs) reads server_is_overloaded and slow_down
+# as an overload.
+_OVERLOADED = {
+    "error event": {
+        "type": "error",
+        "sequence_number": 2,
+        "error": {
+            "type": "service_unavailable_error",
+            "code": "server_is_overloaded",
+            "message": "Our servers are currently overloaded. Please try again later.",
+            "param": None,
+        },
+    },
+    "failed response": {
+        "type": "response.failed",
+        "sequence_number": 3,
+        "response": {
+            "id": "resp_o",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {
+                "code": "server_is_overloaded",
+                "message": "Our servers are currently overloaded. Please try again later.",
+            },
+        },
+    },
+    "slow down": {
+        "type": "error",
+        "sequence_number": 2,
+        "code": "slow_down",
+        "message": "Slow down",
+    },
+}
+
+
+@pytest.mark.parametrize("shape", list(_OVERLOADED))
+def test_openais_overload_in_the_stream_is_an_overloaded_error_retried_before_content(shape):
+    """server_is_overloaded / slow_down: OverloadedError, and sent again before any chunk."""
+    event = _OVERLOADED[shape]
+    overloaded = Reply.sse(blazen.testing.sse_event(event, event["type"]))
+    with StreamServer([overloaded]) as server:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(server), REQ, rec.handler)
+    assert isinstance(rec.error, blazen.OverloadedError) and rec.error.retryable
+    again = Reply.sse(blazen.testing.sse_event(event, event["type"]))
+    with StreamServer([again, Reply.sse(fixture_bytes("responses", "text.sse"))]) as server:
+        resp = blazen.Streaming.complete(responses_model(server, max_retries=1), REQ)
+        assert len(server.requests) == 2
+    assert resp.content == "Why did the scarecrow win an award?"
+
+
+@pytest.mark.parametrize(
+    "name", ["reasoning_tool_call.sse", "web_search_citations.sse", "other_events.sse"]
+)
+def test_a_jsonl_transcript_of_the_responses_wire_reads_back_as_the_same_events(name, tmp_path):
+    """Reasoning, calls and built-in tool events through a sink: the file holds what was seen."""
+    from blazen.sinks import JsonlSink, read_jsonl, tee
+
+    path = tmp_path / "t.jsonl"
+    with StreamServer([Reply.sse(fixture_bytes("responses", name))]) as server:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(server), REQ, tee(rec, JsonlSink(path)))
+    events = list(read_jsonl(path))
+    assert [k for k, _ in events] == rec.kinds and rec.kinds[-1] == "done"
+    assert [a[0] for k, a in events if k == "chunk"] == rec.chunks
+    assert events[-1] == ("done", rec.done)
+
+
+def test_a_workflow_step_streams_from_the_responses_wire():
+    """A step that streams a Responses answer and buffers it: the run's result is the text."""
+    with StreamServer([Reply.sse(fixture_bytes("responses", "text.sse"))]) as server:
+        model = responses_model(server)
+        wf = blazen.workflow("responses_step")
+
+        @wf.step("ask", accepts=["blazen::StartEvent"], emits=["blazen::StopEvent"])
+        def ask(_event: Any) -> Any:
+            resp = blazen.Streaming.complete(model, REQ)
+            data = {"result": {"text": resp.content, "id": resp.id}}
+            return blazen.StepOutput.single(
+                blazen.Event.create(event_type="blazen::StopEvent", data=data)
+            )
+
+        result = wf.run()
+    assert result.result == {"text": "Why did the scarecrow win an award?", "id": "resp_text01"}
+
+
+@pytest.mark.parametrize("usage", [{"input_tokens": 30, "output_tokens": 7}, [1, 2], "garbage"])
+def test_a_failed_response_s_usage_is_the_errors_usage(usage):
+    """The usage response.failed reports is err.usage (not an estimate); a malformed one
+    never hides why it failed."""
+    failed = {
+        "type": "response.failed",
+        "sequence_number": 1,
+        "response": {
+            "id": "resp_fu",
+            "object": "response",
+            "status": "failed",
+            "output": [],
+            "error": {"code": "server_error", "message": "It broke."},
+            "usage": usage,
+        },
+    }
+    with StreamServer([Reply.sse(blazen.testing.sse_event(failed, "response.failed"))]) as s:
+        rec = Recorder()
+        blazen.Streaming.complete(responses_model(s), REQ, rec.handler)
+    err = rec.error
+    assert type(err) is blazen.ProviderError and "It broke." in err.message
+    if isinstance(usage, dict):
+        assert (err.usage.prompt_tokens, err.usage.completion_tokens) == (30, 7)
+        assert err.usage.total_tokens == 37 and err.usage.partial
+        assert not err.usage.estimated
+    else:
+        assert err.usage.estimated

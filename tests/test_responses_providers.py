@@ -284,3 +284,69 @@ def test_no_reasoning_asks_for_no_summary(server):
     """reasoning_effort='none' is sent alone: there is no reasoning to summarise."""
     req = Llm.completion_request([Llm.user("hi")], reasoning_effort="none")
     assert body(server, req, model="gpt-5.1")["reasoning"] == {"effort": "none"}
+
+
+def _preamble_turn() -> bytes:
+    """A turn that reasons, says a preamble, then calls: output items in that order."""
+    from blazen.testing import sse_event
+
+    reasoning = {
+        "id": "rs_pre",
+        "type": "reasoning",
+        "summary": [],
+        "encrypted_content": "gAAAAABpPRE" + "e" * 40,
+    }
+    message = {
+        "id": "msg_pre",
+        "type": "message",
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}],
+    }
+    call = {
+        "id": "fc_pre",
+        "type": "function_call",
+        "status": "completed",
+        "call_id": "call_pre",
+        "name": "lookup",
+        "arguments": '{"q":1}',
+    }
+    events = [
+        {"type": "response.created", "response": {"id": "resp_pre", "status": "in_progress"}},
+        {"type": "response.output_item.added", "output_index": 0, "item": reasoning},
+        {"type": "response.output_item.done", "output_index": 0, "item": reasoning},
+        {"type": "response.output_item.added", "output_index": 1, "item": message},
+        {
+            "type": "response.output_text.delta",
+            "output_index": 1,
+            "content_index": 0,
+            "delta": "Let me look.",
+        },
+        {"type": "response.output_item.done", "output_index": 1, "item": message},
+        {"type": "response.output_item.added", "output_index": 2, "item": call},
+        {"type": "response.output_item.done", "output_index": 2, "item": call},
+        {
+            "type": "response.completed",
+            "response": {"id": "resp_pre", "status": "completed", "output": []},
+        },
+    ]
+    return b"".join(
+        sse_event({**e, "sequence_number": n}, str(e["type"])) for n, e in enumerate(events)
+    )
+
+
+def test_reasoning_before_a_preamble_goes_back_before_it(server):
+    """reasoning, a preamble message, a call: the next request keeps that order."""
+    server.add(Reply.sse(_preamble_turn()))
+    first = blazen.Streaming.complete(model_for("openai", server, api="responses"), REQ)
+    assert first.content == "Let me look." and first.tool_calls[0].id == "call_pre"
+    req = Llm.completion_request([Llm.user("hi"), first.message, Llm.tool_result("call_pre", "1")])
+    items = body(server, req)["input"]
+    assert [i.get("type") or i["role"] for i in items] == [
+        "user",
+        "reasoning",
+        "assistant",
+        "function_call",
+        "function_call_output",
+    ]
+    assert items[1]["id"] == "rs_pre" and items[1]["encrypted_content"].startswith("gAAAAABpPRE")

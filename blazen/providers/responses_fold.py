@@ -34,6 +34,7 @@ do) is read from ``response.output_item.done`` instead.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -70,6 +71,10 @@ _FAILED_AS = {
     "invalid_prompt": "content_policy_violation",  # flagged against the usage policies
     "bio_policy": "content_policy_violation",
     "image_content_policy_violation": "content_policy_violation",
+    # An agentic action blocked as unintended (its "misalignment" says why): a policy block.
+    "misalignment_policy_violation": "content_policy_violation",
+    # The project's data residency does not allow this request: sending it again won't help.
+    "data_residency_mismatch": "invalid_request_error",
     "context_length_exceeded": "context_length_exceeded",
 }
 # Item types that are the model's own answer; any other item is a tool run on OpenAI's side.
@@ -213,10 +218,20 @@ class ResponsesFold:
             state.model = response.get("model") or state.model
             return None
         if kind == "response.failed":
-            raise _failed(self._provider, obj.get("response") or {}, data)
+            response = obj.get("response") or {}
+            self._spent(response)
+            raise _failed(self._provider, response, data)
         if kind == "error":
             raise _error_event(self._provider, obj, data)
         return None  # in_progress, content parts, annotations, tool progress, later additions
+
+    def _spent(self, response: Any) -> None:
+        # What a failed response used is the error's usage (err.usage), not an estimate;
+        # a count of the wrong shape must not hide why it failed, so it is left out.
+        usage = response.get("usage") if isinstance(response, Mapping) else None
+        if isinstance(usage, Mapping):
+            with contextlib.suppress(AttributeError, TypeError, ValueError):
+                self.state.usage = _usage(usage)
 
     def _arguments(self, index: Any, delta: Any) -> Optional[StreamChunk]:
         if self._kinds.get(index) not in _CALLS:
@@ -246,6 +261,9 @@ class ResponsesFold:
         if kind not in _OWN:
             return self._server_tool(kind, item, "running")
         if kind not in _CALLS:
+            if kind == "message":
+                # Reasoning before a message (a preamble before a call) goes back before it.
+                self._place_reasoning(None)
             return None
         call_id = item.get("call_id")
         # The reasoning that led here goes back right before this call.
@@ -421,6 +439,7 @@ class ResponsesFold:
         """A whole (non-streamed) response, read through the same steps as a stream."""
         status = response.get("status")
         if status == "failed" or response.get("error"):
+            self._spent(response)
             raise _failed(self._provider, response, raw)
         self.state.response_id = response.get("id")
         self.state.model = response.get("model")

@@ -56,15 +56,21 @@ def test_an_error_event_before_any_content_is_retried_and_the_retry_answers():
     assert resp.content == "Why did the scarecrow win an award?" and len(server.requests) == 2
 
 
-def test_a_failed_response_after_content_is_never_retried():
-    """Once text reached a callback, response.failed ends the stream: no second request."""
+@pytest.mark.parametrize(
+    ("name", "partial"),
+    [("failed_midstream.sse", "Partial "), ("error_after_content.sse", "Some text")],
+)
+def test_a_failure_after_content_is_never_retried(name, partial):
+    """Once text reached a callback, response.failed or an error event (a retryable one,
+    before content) ends the stream: no second request."""
     rec, resp, server = _run(
-        Reply.sse(fixture_bytes("responses", "failed_midstream.sse")),
+        Reply.sse(fixture_bytes("responses", name)),
         Reply.sse(fixture_bytes("responses", "text.sse")),
         max_retries=3,
     )
     assert resp is None and rec.terminals == 1 and len(server.requests) == 1
-    assert rec.text == "Partial " and isinstance(rec.error, blazen.ProviderError)
+    assert rec.text == partial and isinstance(rec.error, blazen.ProviderError)
+    assert rec.error.retryable  # retried, had it come first: content alone stops it
 
 
 @pytest.mark.parametrize("cut", [1, 3, 5, 8])
