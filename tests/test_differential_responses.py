@@ -67,6 +67,7 @@ def sdk_events(name: str) -> list[Any]:
         "built_in_tools.sse",
         "unknown_events.sse",
         "items_without_deltas.sse",
+        "terminal_only.sse",
         "other_events.sse",
     ],
 )

@@ -612,3 +612,19 @@ def test_a_failed_response_s_usage_is_the_errors_usage(usage):
         assert not err.usage.estimated
     else:
         assert err.usage.estimated
+
+
+@pytest.mark.parametrize("one_byte", [False, True], ids=["whole", "1-byte writes"])
+def test_an_answer_only_in_the_terminal_response_is_delivered_not_dropped(one_byte):
+    """Items that no event announced, found only in response.completed's output, are the answer."""
+    rec, resp = replay("terminal_only.sse", one_byte=one_byte)
+    assert rec.text == resp.content == "Whole at once."
+    assert resp.reasoning == "Look it up."
+    assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
+        ("call_N", "lookup", {"q": 1})
+    ]
+    assert rec.chunks[-1].is_final and rec.done[0] == "tool_calls"
+    assert [(p.kind, json.loads(p.data)["id"]) for p in resp.reasoning_parts] == [
+        ("thinking", "rs_term")
+    ]
+    assert resp.id == "resp_term01" and resp.usage.reasoning_tokens == 3

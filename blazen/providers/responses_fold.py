@@ -56,6 +56,7 @@ from .._types import (
     StreamChunk,
     TokenUsage,
     server_tool_chunk,
+    stream_chunk,
 )
 from ..errors import ProviderError
 from .responses_input import WIRE
@@ -414,6 +415,7 @@ class ResponsesFold:
 
     def _ended(self, response: Mapping[str, Any], kind: str) -> Optional[StreamChunk]:
         state = self.state
+        chunk = self._unannounced(response.get("output"))
         self._place_reasoning(None)
         if self._whole:
             state.keep_items((ProviderItem(provider=WIRE, kind="output", data=self._output),))
@@ -433,7 +435,40 @@ class ResponsesFold:
         else:
             state.raw_finish_reason = response.get("status") or "completed"
         state.finished = True
-        return None
+        return chunk
+
+    def _unannounced(self, output: Any) -> Optional[StreamChunk]:
+        # A server that puts (part of) its answer only in the terminal response, with no
+        # item events: the items no event named are read from there, in order, and go up
+        # as one chunk, so an answer is never dropped (the openai SDK reads them there too).
+        if not isinstance(output, list):
+            return None
+        text: list[str] = []
+        reasoning: list[str] = []
+        refusal: list[str] = []
+        found = False
+        for index, item in enumerate(output):
+            if (
+                index in self._kinds
+                or index in self._streamed
+                or not isinstance(item, Mapping)
+                or item.get("id") in self._ids
+            ):
+                continue
+            got = self._item_done(index, item)
+            found = True
+            if got is not None:
+                text.append(got.content_delta or "")
+                reasoning.append(got.reasoning_delta or "")
+                refusal.append(got.refusal_delta or "")
+        if not found:
+            return None
+        return stream_chunk(
+            "".join(text) or None,
+            "".join(reasoning) or None,
+            self.state.tool_calls,
+            "".join(refusal) or None,
+        )
 
     def whole(self, response: Mapping[str, Any], raw: str) -> CompletionResponse:
         """A whole (non-streamed) response, read through the same steps as a stream."""
