@@ -448,6 +448,22 @@ def test_the_command_line_sends_a_provider_batch_and_a_rerun_collects_it(
     assert sorted(records(out)) == ["p0", "p1", "p2"]
 
 
+def test_progress_shows_items_submitted_the_providers_status_and_done_counts(
+    tmp_path: Path, capsys
+):
+    """One line a change: items submitted, batches in progress with the provider's own
+    status and counts, results so far; a poll round that changed nothing prints nothing."""
+    with BatchServer(polls=4) as server:
+        run(model_for("openai", server), items(3), tmp_path / "out.jsonl", progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    waiting = "3 items submitted in 1 batch; 1 in progress (in_progress 0/3); 0 ok, 0 failed"
+    assert [line.split(": ", 1)[1] for line in lines if "items submitted" in line] == [
+        waiting,
+        "3 items submitted in 1 batch; 0 in progress; 3 ok, 0 failed",
+    ]
+    assert any("finished (completed): 3 results" in line for line in lines)
+
+
 def test_answers_of_a_provider_batch_are_priced_at_its_batch_rates(tmp_path: Path):
     """usage.cost of a provider batch answer is the table's batch price, half the streamed one."""
     genai_prices = pytest.importorskip("genai_prices")
