@@ -94,26 +94,42 @@ def test_openai_lines_are_the_wires_own_non_streaming_bodies(tmp_path: Path):
 
 
 def test_request_bodies_match_the_official_sdks_batch_types(tmp_path: Path):
-    """What blazen sends validates against the openai and anthropic SDKs' batch request types."""
+    """What blazen sends validates against the openai and anthropic SDKs' batch request types
+    (chat completions, Responses and Messages bodies), with no key those types do not name."""
     pydantic = pytest.importorskip("pydantic")
     from anthropic.types.messages.batch_create_params import BatchCreateParams as AnthropicBatch
     from openai.types.batch_create_params import BatchCreateParams as OpenAIBatch
     from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
+    from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming
 
     tool = Llm.tool("lookup", "Look a word up.", {"type": "object", "properties": {}})
     req = Llm.completion_request(
         [Llm.system("Be terse."), Llm.user("define sky")], tools=[tool], max_tokens=50
     )
+
+    def check(kind: Any, body: Any) -> None:
+        # Valid, and nothing the type does not name: TypedDict validation alone would let
+        # an unknown key through, so what the type keeps must be the whole body.
+        adapter = pydantic.TypeAdapter(kind)
+        kept = json.loads(adapter.dump_json(adapter.validate_python(body), exclude_unset=True))
+        assert kept == body, f"{kind.__name__} does not know all of {body}"
+
     with BatchServer() as server:
         run(model_for("openai", server), [("a", req)], tmp_path / "o.jsonl")
         run(model_for("anthropic", server), [("a", req)], tmp_path / "a.jsonl")
         bodies = {r.path: r.json() for r in server.requests if r.path.endswith("batches")}
         lines = {b.provider: b.items for b in server.batches}
-    pydantic.TypeAdapter(OpenAIBatch).validate_python(bodies["/v1/batches"])
+        responses = blazen.Providers.openai(
+            api_key=KEY, base_url=server.url + "/v1", api="responses"
+        )
+        run(responses, [("a", req)], tmp_path / "r.jsonl")
+        ((_cid, responses_body),) = server.batches[-1].items
+    check(OpenAIBatch, bodies["/v1/batches"])
     for _cid, body in lines["openai"]:
-        pydantic.TypeAdapter(CompletionCreateParamsNonStreaming).validate_python(body)
+        check(CompletionCreateParamsNonStreaming, body)
+    check(ResponseCreateParamsNonStreaming, responses_body)
     anthropic_body = bodies["/v1/messages/batches"]
-    pydantic.TypeAdapter(AnthropicBatch).validate_python(anthropic_body)
+    check(AnthropicBatch, anthropic_body)
     assert anthropic_body["requests"][0]["params"]["tools"][0]["name"] == "lookup"
 
 
