@@ -225,6 +225,32 @@ def test_a_status_check_answered_500_is_polled_again(provider: str, tmp_path: Pa
     assert report.ok == 3
 
 
+def test_polls_back_off_from_poll_interval_to_max_poll_interval(tmp_path: Path):
+    """Quiet polls wait half as long again each round, from poll_interval up to the cap."""
+    times: list[float] = []
+    with BatchServer(polls=8) as server:
+        original = server.handle
+
+        def timed(method, path, headers, body):  # type: ignore[no-untyped-def]
+            if method == "GET" and path.startswith("/v1/batches/"):
+                times.append(time.monotonic())
+            return original(method, path, headers, body)
+
+        server.handle = timed  # type: ignore[method-assign]
+        run(
+            model_for("openai", server),
+            items(2),
+            tmp_path / "out.jsonl",
+            poll_interval=0.1,
+            max_poll_interval=0.3,
+        )
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    # 0.1 (the first round saw a new state), 0.15, 0.225, then 0.3 while nothing changes.
+    assert 0.09 < gaps[0] < 0.2 and gaps[1] > 0.14 and gaps[2] > 0.21, gaps
+    # Capped: uncapped, they would be 0.34, 0.51, 0.76 (one slow round is allowed for).
+    assert all(g > 0.29 for g in gaps[3:7]) and sorted(gaps[3:7])[2] < 0.45, gaps
+
+
 def test_a_poll_refused_for_good_stops_the_run_with_its_error(tmp_path: Path):
     """An error that waiting cannot fix (a revoked key) ends the run with that typed error."""
     out = tmp_path / "out.jsonl"
