@@ -284,6 +284,24 @@ def test_items_are_split_at_the_providers_limits(monkeypatch: pytest.MonkeyPatch
     assert sizes == [4, 4, 2] and report.batches == 3 and len(records(out)) == 10
 
 
+def test_items_are_split_at_the_providers_byte_limit_and_one_too_big_fails_alone(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """No batch over max_bytes; an item bigger than a whole batch may be is its own error."""
+    from blazen.batch.provider.anthropic import AnthropicBatches
+
+    monkeypatch.setattr(AnthropicBatches, "max_bytes", 400)
+    reqs = [*items(5), ("huge", Llm.completion_request([Llm.user("x" * 500)]))]
+    out = tmp_path / "out.jsonl"
+    with BatchServer() as server:
+        report = run(model_for("anthropic", server), reqs, out)
+        sizes = [len(r.body) for r in server.requests if r.path == "/v1/messages/batches"]
+        counts = [len(b.items) for b in server.batches]
+    assert sum(counts) == 5 and len(counts) > 1 and max(sizes) <= 400 + len('{"requests":[]}')
+    assert records(out)["huge"]["error"]["kind"] == "invalid_request"
+    assert (report.ok, report.failed) == (5, 1)
+
+
 def test_requests_for_two_models_go_in_two_batches(tmp_path: Path):
     """OpenAI and Gemini batches hold one model each: a mixed run is split by model."""
     reqs = [
