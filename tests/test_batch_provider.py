@@ -424,15 +424,17 @@ _KILLED_RUN = textwrap.dedent(
     provider, url, out = sys.argv[1:4]
     if provider == "openai":
         model = blazen.Providers.openai(api_key="sk-test-0123456789", base_url=url + "/v1")
-    else:
+    elif provider == "anthropic":
         model = blazen.Providers.anthropic(api_key="sk-test-0123456789", base_url=url)
+    else:
+        model = blazen.Providers.gemini(api_key="sk-test-0123456789", base_url=url + "/v1beta")
     reqs = [(f"q{i}", Llm.completion_request([Llm.user(f"item {i}")])) for i in range(int(sys.argv[4]))]
     batch.run(model, reqs, out=out, via="provider", poll_interval=0.05, max_poll_interval=0.05)
     """
 )
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_sigkill_between_submit_and_download_then_resume_sends_nothing_twice(
     provider: str, tmp_path: Path
 ):
