@@ -352,7 +352,8 @@ def test_a_request_the_wire_cannot_send_fails_alone_before_anything_is_sent(tmp_
 
 
 def test_arguments_only_a_stream_can_use_are_refused_before_anything_runs(tmp_path: Path):
-    """via='provider' refuses on_chunk, executor, timeout and a missing out= by name."""
+    """via='provider' refuses on_chunk, executor, timeout, a missing out= and a fallback
+    chain (a provider's batch cannot switch providers) by name."""
     with BatchServer() as server:
         model = model_for("openai", server)
         with pytest.raises(ValueError, match="needs out="):
@@ -365,6 +366,9 @@ def test_arguments_only_a_stream_can_use_are_refused_before_anything_runs(tmp_pa
             batch.run(model, items(1), out=tmp_path / "o.jsonl", via="bulk")
         with pytest.raises(ValueError, match="poll_interval"):
             run(model, items(1), tmp_path / "o.jsonl", poll_interval=0)
+        chain = blazen.Providers.fallback(model, model_for("anthropic", server))
+        with pytest.raises(ValueError, match="cannot switch"):
+            run(chain, items(1), tmp_path / "o.jsonl")
         assert server.requests == []
 
 

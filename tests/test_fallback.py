@@ -243,6 +243,27 @@ def test_blazen_chat_fallback_answers_from_the_next_provider(servers, monkeypatc
     assert len(second.requests) == 1
 
 
+def test_blazen_batch_fallback_answers_from_the_next_provider(servers, monkeypatch, tmp_path):
+    """``blazen batch --fallback openai``: items the first server rate-limits come from the
+    second; with ``--via provider`` (one provider's batch cannot switch) it is a usage error."""
+    import json
+
+    from blazen import cli
+
+    first, second = servers
+    first.add(*[error(429, "rate_limit_error")] * 2)
+    second.add(answer("From ", "second"), answer("From ", "second"))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY_FOR_TESTS)
+    monkeypatch.setenv("OPENAI_BASE_URL", second.base_url)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": "hi"}) + "\n" for i in range(2)))
+    argv = ["batch", str(prompts), "--out", str(tmp_path / "r.jsonl"), "--provider", "openai"]
+    argv += ["--base-url", first.base_url, "--fallback", "openai", "--concurrency", "1"]
+    assert cli.main(argv) == 0
+    assert [r["text"] for r in batch.read(tmp_path / "r.jsonl")] == ["From second"] * 2
+    assert cli.main([*argv, "--via", "provider"]) == 2
+
+
 def test_embeddings_never_fall_back(servers):
     """Vectors of two models cannot be mixed: embed goes to the primary, and its error stands."""
     first, second = servers
