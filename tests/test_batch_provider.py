@@ -531,12 +531,13 @@ def test_progress_shows_items_submitted_the_providers_status_and_done_counts(
 
 
 def test_answers_of_a_provider_batch_are_priced_at_its_batch_rates(tmp_path: Path):
-    """usage.cost of a provider batch answer is the table's batch price, half the streamed one."""
+    """usage.cost of a provider batch answer is the table's batch price, half the streamed
+    one, and the run's report carries the sum."""
     genai_prices = pytest.importorskip("genai_prices")
     seen: list[batch.BatchResult] = []
     with BatchServer() as server:
         model = model_for("anthropic", server, model="claude-sonnet-4-6")
-        run(model, items(1), tmp_path / "out.jsonl", on_result=seen.append)
+        report = run(model, items(1), tmp_path / "out.jsonl", on_result=seen.append)
     (result,) = seen
     assert result.response is not None and result.response.usage is not None
     usage = result.response.usage
@@ -547,6 +548,8 @@ def test_answers_of_a_provider_batch_are_priced_at_its_batch_rates(tmp_path: Pat
         provider_id="anthropic",
     ).total_price
     assert usage.cost is not None and usage.cost == standard / 2
+    # The report sums it, as a streamed run's does.
+    assert report.cost == usage.cost and f"${usage.cost:.4f}" in str(report)
     assert usage.priced_as("anthropic", "claude-sonnet-4-6").cost == standard
 
 

@@ -28,6 +28,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any, Callable, Optional
 
 import attrs
@@ -103,6 +104,10 @@ class _ProviderRun:
         self.groups: dict[str, _Group] = {}
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "batches": 0, "submitted": 0}
         self.tokens_in = self.tokens_out = 0
+        #: Answers with no usage (the report says so rather than "0 tokens").
+        self.no_usage = 0
+        #: usage.cost summed over the answers the price table knows, or None.
+        self.cost: Optional[Decimal] = None
         self.states: dict[str, BatchState] = {}
         self.started = time.monotonic()
         #: The progress line shown last (a poll round that changed nothing shows none).
@@ -363,6 +368,11 @@ class _ProviderRun:
             if usage is not None:
                 self.tokens_in += usage.prompt_tokens
                 self.tokens_out += usage.completion_tokens
+                cost = usage.cost
+                if cost is not None:
+                    self.cost = cost if self.cost is None else self.cost + cost
+            else:
+                self.no_usage += 1
         else:
             self.counts["failed"] += 1
         if self.on_result is not None:
@@ -395,6 +405,8 @@ class _ProviderRun:
             skipped=self.counts["skipped"],
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
+            no_usage=self.no_usage,
+            cost=self.cost,
             elapsed=time.monotonic() - self.started,
             interrupted=interrupted,
             out=os.fspath(out),
