@@ -159,6 +159,36 @@ def test_a_per_call_model_replaces_the_embedding_model():
     assert (first, second) == ("text-embedding-3-large", "other")
 
 
+@pytest.mark.parametrize(
+    ("preset", "default"),
+    [
+        ("together", "BAAI/bge-base-en-v1.5"),
+        ("fireworks", "nomic-ai/nomic-embed-text-v1.5"),
+        ("cohere", "embed-v4.0"),
+    ],
+)
+def test_openai_format_presets_embed_with_their_default_model(preset, default):
+    """The presets with an embedding endpoint: ``{base_url}/embeddings``, their own model."""
+    with StreamServer([Reply.json(_body("openai", "float.json"))]) as server:
+        model = getattr(Providers, preset)(api_key=KEY_FOR_TESTS, base_url=server.base_url)
+        assert len(model.embed(["a", "b", "c"])) == 3
+        (sent,) = server.requests
+    assert sent.path == "/v1/embeddings" and sent.header("Authorization") == f"Bearer {KEY_FOR_TESTS}"
+    assert sent.json() == {"input": ["a", "b", "c"], "model": default, "encoding_format": "base64"}
+
+
+def test_mistral_names_the_width_output_dimension_as_its_api_does():
+    """Mistral's ``/v1/embeddings`` takes ``output_dimension`` and refuses unknown fields
+    (https://docs.mistral.ai/api/endpoint/embeddings): ``dimensions=`` goes under that name."""
+    with StreamServer([Reply.json(_body("openai", "float.json"))] * 2) as server:
+        model = Providers.mistral(api_key=KEY_FOR_TESTS, base_url=server.base_url)
+        model.embed(["a", "b", "c"], dimensions=8)
+        model.embed(["a", "b", "c"])
+        sized, plain = (r.json() for r in server.requests)
+    assert sized == {"input": ["a", "b", "c"], "model": "mistral-embed", "output_dimension": 8}
+    assert plain == {"input": ["a", "b", "c"], "model": "mistral-embed"}
+
+
 # -- Gemini and Ollama, from their API references -----------------------------------------
 
 

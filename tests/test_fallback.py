@@ -243,6 +243,27 @@ def test_blazen_chat_fallback_answers_from_the_next_provider(servers, monkeypatc
     assert len(second.requests) == 1
 
 
+def test_blazen_batch_fallback_answers_from_the_next_provider(servers, monkeypatch, tmp_path):
+    """``blazen batch --fallback openai``: items the first server rate-limits come from the
+    second; with ``--via provider`` (one provider's batch cannot switch) it is a usage error."""
+    import json
+
+    from blazen import cli
+
+    first, second = servers
+    first.add(*[error(429, "rate_limit_error")] * 2)
+    second.add(answer("From ", "second"), answer("From ", "second"))
+    monkeypatch.setenv("OPENAI_API_KEY", KEY_FOR_TESTS)
+    monkeypatch.setenv("OPENAI_BASE_URL", second.base_url)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": "hi"}) + "\n" for i in range(2)))
+    argv = ["batch", str(prompts), "--out", str(tmp_path / "r.jsonl"), "--provider", "openai"]
+    argv += ["--base-url", first.base_url, "--fallback", "openai", "--concurrency", "1"]
+    assert cli.main(argv) == 0
+    assert [r["text"] for r in batch.read(tmp_path / "r.jsonl")] == ["From second"] * 2
+    assert cli.main([*argv, "--via", "provider"]) == 2
+
+
 def test_embeddings_never_fall_back(servers):
     """Vectors of two models cannot be mixed: embed goes to the primary, and its error stands."""
     first, second = servers
@@ -285,3 +306,52 @@ def test_the_fallbacks_timeout_bounds_the_whole_chain(servers):
     assert rec.kinds == ["error"] and isinstance(rec.error, blazen.TimeoutError)
     assert rec.error.limit == "total" and time.monotonic() - start < 6
     assert first.wait_closed(5) and second.wait_closed(5)
+
+
+def test_an_agent_served_by_two_wires_sends_reasoning_back_only_to_its_own(servers):
+    """Turn 1 from Anthropic (OpenAI rate-limited), with signed thinking and a tool call;
+    turn 2 from OpenAI gets the call and its result but no thinking; when OpenAI is
+    rate-limited again, Anthropic gets its own thinking back with the signature."""
+    from blazen import Agent, tool
+
+    from .conftest import fixture_bytes
+    from .test_reasoning_roundtrip import SIGNATURE, anthropic_answer
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Current weather at a location."""
+        return "18 C and sunny in Paris"
+
+    first, second = servers
+    first.add(error(429, "rate_limit_error"), answer("It is ", "sunny."))
+    second.add(Reply.sse(fixture_bytes("anthropic", "thinking_tool_use.sse")))
+    openai = member(first)
+    claude = Providers.anthropic(api_key=OTHER_KEY, base_url=second.url, max_retries=0)
+    result = Agent(Providers.fallback(openai, claude), tools=[get_weather]).run("Weather?")
+    assert result.text == "It is sunny." and result.iterations == 2
+    sent = first.requests[1]
+    assert [m["role"] for m in sent.json()["messages"]] == ["user", "assistant", "tool"]
+    thought = "The user wants the weather in Paris"  # the fixture's thinking text
+    assert SIGNATURE not in sent.body.decode() and thought not in sent.body.decode()
+
+    # The same two turns with OpenAI rate-limited throughout: Claude's thinking returns to it.
+    first.add(error(429, "rate_limit_error"), error(429, "rate_limit_error"))
+    second.add(Reply.sse(fixture_bytes("anthropic", "thinking_tool_use.sse")), anthropic_answer())
+    result = Agent(Providers.fallback(openai, claude), tools=[get_weather]).run("Weather?")
+    assert result.text == "It is 18 C and sunny."
+    turn = second.requests[2].json()["messages"][1]["content"]
+    assert turn[0] == {"type": "thinking", "thinking": turn[0]["thinking"], "signature": SIGNATURE}
+
+
+def test_a_switch_to_another_wire_says_who_answered_and_prices_it_as_them(servers):
+    """OpenAI's 429, then Anthropic's answer: the response and its usage name Anthropic."""
+    from .conftest import fixture_bytes
+
+    first, second = servers
+    first.add(error(429, "rate_limit_error"))
+    second.add(Reply.sse(fixture_bytes("anthropic", "text.sse")))
+    claude = Providers.anthropic(api_key=OTHER_KEY, base_url=second.url, max_retries=0)
+    resp = Streaming.complete(Providers.fallback(member(first), claude), REQ)
+    assert resp.provider == "anthropic" and resp.model.startswith("claude")
+    assert resp.usage.provider == "anthropic" and resp.usage.model == resp.model
+    assert second.requests[0].path == "/v1/messages"

@@ -78,6 +78,22 @@ def test_a_stream_through_a_test_server_is_priced_as_the_model_that_answered():
     assert not resp.usage.partial and not resp.usage.estimated
 
 
+def test_an_embeddings_usage_is_priced_as_the_embedding_model_that_answered():
+    """text-embedding-3-small's 9 tokens at the table's price; a local model's: None."""
+    import json
+
+    from .conftest import FIXTURES
+
+    body = json.loads((FIXTURES / "openai" / "embeddings" / "base64.json").read_text())
+    local = json.loads((FIXTURES / "ollama" / "embeddings" / "embed.json").read_text())
+    with StreamServer([Reply.json(body), Reply.json(local)]) as server:
+        resp = Providers.openai(api_key="k", base_url=server.base_url).embed(["a", "b", "c"])
+        ollama = Providers.ollama(base_url=server.url).embed(["a", "b", "c"])
+    assert (resp.usage.provider, resp.usage.model) == ("openai", "text-embedding-3-small")
+    assert resp.usage.cost == _table_price("text-embedding-3-small", "openai", input_tokens=9)
+    assert ollama.usage.provider == "ollama" and ollama.usage.cost is None
+
+
 def test_adding_usages_keeps_the_price_only_when_both_are_the_same_model():
     """An agent's total over one model is priced; over two models it cannot be."""
     a = TokenUsage(prompt_tokens=10, completion_tokens=1).priced_as("openai", "gpt-4o-mini")

@@ -298,10 +298,13 @@ def embed_blocking(
             unsub()
         _join(job)
     vectors = tuple(v for batch in results for v in batch.vectors)
+    answered = next((b.model for b in results if b.model), name)
+    usage = _sum_usage(results)
     return EmbeddingResponse(
         vectors=vectors,
-        usage=_sum_usage(results),
-        model=next((b.model for b in results if b.model), name),
+        # Named like a completion's usage, so that usage.cost prices the embedding model.
+        usage=None if usage is None else usage.priced_as(wire.provider, answered),
+        model=answered,
     )
 
 

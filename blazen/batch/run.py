@@ -453,6 +453,14 @@ def _via_provider(
             "beside that file so a later run collects them"
         )
         raise ValueError(msg)
+    if len(model.chain) > 1:
+        # Its answers would go to the primary alone, named and priced as "fallback".
+        msg = (
+            "via='provider' sends the items as one provider's batch, which cannot switch to "
+            "another provider as a fallback chain does; pass one model (such as "
+            "model.chain[0]), or use via='stream'"
+        )
+        raise ValueError(msg)
     for name, value in (("poll_interval", poll_interval), ("max_poll_interval", max_poll_interval)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             msg = f"{name} must be a number of seconds above 0, got {value!r}"

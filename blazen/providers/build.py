@@ -232,8 +232,10 @@ def _embedder(
         if not api_key
         else (auth_header, api_key if auth_header != "Authorization" else f"Bearer {api_key}"),
         headers=opts.headers,
-        # Mistral answers unknown fields with 422 (see the registry's stream_usage).
+        # Mistral answers unknown fields with 422 (see the registry's stream_usage), and
+        # names the width output_dimension (https://docs.mistral.ai/api/endpoint/embeddings).
         base64=provider != "mistral",
+        dimensions_field="output_dimension" if provider == "mistral" else "dimensions",
         batch_size=limits[0],
         concurrency=limits[1],
     )

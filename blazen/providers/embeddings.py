@@ -156,6 +156,7 @@ class OpenAIEmbeddings(_HttpErrors):
         headers: Mapping[str, str],
         send_model: bool = True,
         base64: bool = True,
+        dimensions_field: str = "dimensions",
         batch_size: int = OPENAI_BATCH,
         concurrency: int = ANY_CONCURRENCY,
     ) -> None:
@@ -169,6 +170,7 @@ class OpenAIEmbeddings(_HttpErrors):
         # Azure names the deployment in the URL; the body's model is then only a label.
         self._send_model = send_model
         self._base64 = base64
+        self._dimensions_field = dimensions_field
 
     def __repr__(self) -> str:
         return f"OpenAIEmbeddings(provider={self.provider!r}, model={self.model!r})"
@@ -179,7 +181,7 @@ class OpenAIEmbeddings(_HttpErrors):
         if self._send_model:
             body["model"] = model
         if dimensions is not None:
-            body["dimensions"] = dimensions
+            body[self._dimensions_field] = dimensions
         if self._base64:
             body["encoding_format"] = "base64"
         return body

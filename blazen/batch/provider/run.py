@@ -49,6 +49,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable
+from decimal import Decimal
 from typing import Any, Callable, Optional
 
 import attrs
@@ -122,10 +123,16 @@ class _ProviderRun:
         #: The typed answer asked for, by id (only for items that ask for one).
         self.specs: dict[str, OutputSpec] = {}
         self.groups: dict[str, _Group] = {}
-        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "batches": 0}
+        self.counts = {"ok": 0, "failed": 0, "skipped": 0, "batches": 0, "submitted": 0}
         self.tokens_in = self.tokens_out = 0
+        #: Answers with no usage (the report says so rather than "0 tokens").
+        self.no_usage = 0
+        #: usage.cost summed over the answers the price table knows, or None.
+        self.cost: Optional[Decimal] = None
         self.states: dict[str, BatchState] = {}
         self.started = time.monotonic()
+        #: The progress line shown last (a poll round that changed nothing shows none).
+        self.shown = ""
 
     # -- 1. reconcile ------------------------------------------------------------------
 
@@ -157,6 +164,7 @@ class _ProviderRun:
                 self.ledger.submitted(entry, found)
             self.held.update(entry.ids)
             self.counts["batches"] += 1
+            self.counts["submitted"] += len(entry.ids)
 
     # -- 2. submit ---------------------------------------------------------------------
 
@@ -213,6 +221,7 @@ class _ProviderRun:
             return
         self.ledger.submitted(entry, batch_id)
         self.counts["batches"] += 1
+        self.counts["submitted"] += len(pending.ids)
         self._say(f"sent batch {batch_id} ({len(pending.ids)} items)")
 
     def _submit(self, group: str, pending: _Group, tag: str) -> str:
@@ -330,7 +339,7 @@ class _ProviderRun:
             self._finish(BatchResult(id=item_id, error=self._missing(entry, state)))
         self.ledger.collected(entry)
         self.held.difference_update(entry.ids)
-        self._say(f"batch {entry.batch} ended {state.status}: {len(seen)} results")
+        self._say(f"batch {entry.batch} finished ({state.status}): {len(seen)} results")
 
     def _result(self, item_id: str, outcome: Any) -> BatchResult:
         if isinstance(outcome, BlazenError):
@@ -380,6 +389,11 @@ class _ProviderRun:
             if usage is not None:
                 self.tokens_in += usage.prompt_tokens
                 self.tokens_out += usage.completion_tokens
+                cost = usage.cost
+                if cost is not None:
+                    self.cost = cost if self.cost is None else self.cost + cost
+            else:
+                self.no_usage += 1
         else:
             self.counts["failed"] += 1
         if self.on_result is not None:
@@ -412,6 +426,8 @@ class _ProviderRun:
             skipped=self.counts["skipped"],
             input_tokens=self.tokens_in,
             output_tokens=self.tokens_out,
+            no_usage=self.no_usage,
+            cost=self.cost,
             elapsed=time.monotonic() - self.started,
             interrupted=interrupted,
             out=os.fspath(out),
@@ -424,12 +440,20 @@ class _ProviderRun:
         open_states = [
             self.states[e.tag] for e in self.ledger.open_entries() if e.tag in self.states
         ]
+        # The provider's own word for each open batch, and how far it says it got.
         running = ", ".join(f"{s.status} {s.finished}/{s.total}" for s in open_states[:4])
-        self._say(
-            f"{self.counts['batches']} batches: {len(open_states)} in progress"
+        if len(open_states) > 4:
+            running += ", ..."
+        batches = self.counts["batches"]
+        line = (
+            f"{self.counts['submitted']} items submitted in {batches} "
+            f"batch{'' if batches == 1 else 'es'}; {len(open_states)} in progress"
             f"{f' ({running})' if running else ''}; {self.counts['ok']} ok, "
             f"{self.counts['failed']} failed"
         )
+        if line != self.shown:
+            self.shown = line
+            self._say(line)
 
     def _say(self, text: str) -> None:
         if self.progress:
