@@ -10,12 +10,12 @@ import contextlib
 import importlib
 import logging
 import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
 from ._stream import ChatModel, ModelOptions, Sink, Streaming, init, shutdown
-from ._telemetry import capture_otel_content
 from ._types import (
     AudioPart,
     ChatMessage,
@@ -65,13 +65,21 @@ from .errors import (
     ValidationError,
     WorkflowError,
 )
-from .workflow import Event, StepHandler, StepOutput, Workflow, WorkflowResult, workflow
 
 if TYPE_CHECKING:
     from . import batch
+    from ._telemetry import capture_otel_content
     from .agent import Agent, AgentResult, Tool, ToolResult, tool
     from .providers import Providers
-    from .workflow import Context
+    from .workflow import (
+        Context,
+        Event,
+        StepHandler,
+        StepOutput,
+        Workflow,
+        WorkflowResult,
+        workflow,
+    )
 
 __all__ = [
     "Agent",
@@ -169,11 +177,18 @@ def _exported(value: Any) -> Any:
     return value
 
 
+#: Each annotation string compiled once: the exported classes repeat a few dozen of them.
+_HINTS: dict[str, types.CodeType] = {}
+
+
 def _resolved(hint: Any, namespace: dict[str, Any]) -> Any:
     if not isinstance(hint, str):
         return hint
     try:
-        return eval(hint, namespace)
+        code = _HINTS.get(hint)
+        if code is None:
+            code = _HINTS[hint] = compile(hint, "<annotation>", "eval")
+        return eval(code, namespace)
     except Exception:
         return hint  # a name only imported for type checking: as unresolvable as before
 
@@ -186,10 +201,10 @@ del _name
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())
 
-# The providers (wire formats, factories, registry), batch runs, the agent and its tool machinery
-# (asyncio, inspect, schema building) and the workflow engine load on first use:
-# `import blazen` costs what the streaming core needs, and a module that only names
-# blazen's types pays for no more.
+# The providers (wire formats, factories, registry), batch runs, the agent and its tool
+# machinery (asyncio, inspect, schema building), the workflow builder and engine and the
+# OpenTelemetry bridge load on first use: `import blazen` costs what the streaming core
+# needs, and a module that only names blazen's types pays for no more.
 _LAZY = {
     "Agent": ".agent",
     "AgentResult": ".agent",
@@ -197,7 +212,14 @@ _LAZY = {
     "Tool": ".agent",
     "tool": ".agent",
     "Context": ".workflow",
+    "Event": ".workflow",
+    "StepHandler": ".workflow",
+    "StepOutput": ".workflow",
+    "Workflow": ".workflow",
+    "WorkflowResult": ".workflow",
+    "workflow": ".workflow",
     "Providers": ".providers",
+    "capture_otel_content": "._telemetry",
     "batch": ".batch",
 }
 
@@ -208,6 +230,32 @@ def __getattr__(name: str) -> Any:
         msg = f"module 'blazen' has no attribute {name!r}"
         raise AttributeError(msg)
     imported = importlib.import_module(module, __name__)
-    value = imported if module == f".{name}" else _exported(getattr(imported, name))
+    value = imported if name == "batch" else _exported(getattr(imported, name))
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+class _Facade(types.ModuleType):
+    """The ``blazen`` module, which hears when a lazily loaded subpackage arrives."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # The import system binds each subpackage it loads on its parent, by whatever route
+        # it was imported (`blazen.Workflow`, `from blazen.workflow import Context`, another
+        # subpackage). Its exported names report `blazen` from then on, as if imported
+        # eagerly; and `blazen.workflow` stays the decorator, never the subpackage.
+        if isinstance(value, types.ModuleType) and value.__name__.startswith(__name__ + "."):
+            child = "." + value.__name__[len(__name__) + 1 :]
+            loaded = vars(value)
+            for exported, module in _LAZY.items():
+                if module == child and exported != "batch" and exported in loaded:
+                    globals()[exported] = _exported(loaded[exported])
+            if _LAZY.get(name) == child and name != "batch":
+                return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Facade

@@ -23,8 +23,10 @@ third-party provider imports the same names. Nothing here does I/O.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .._http import HttpRequest
-from .embedding import EmbeddingBatch, EmbeddingWire
 from .errors import (
     error_event,
     error_from_body,
@@ -37,6 +39,9 @@ from .errors import (
 from .payload import SHAPE_ERRORS, parse_json, shape_error
 from .state import StreamState, normalise_finish_reason
 from .wire import Fold, WireFormat
+
+if TYPE_CHECKING:
+    from .embedding import EmbeddingBatch, EmbeddingWire
 
 __all__ = [
     "SHAPE_ERRORS",
@@ -57,3 +62,14 @@ __all__ = [
     "parse_json",
     "shape_error",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The embedding half loads with the first embedding provider: `import blazen` does not
+    # pay for it.
+    if name not in ("EmbeddingBatch", "EmbeddingWire"):
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(".embedding", __name__), name)
+    globals()[name] = value
+    return value

@@ -22,8 +22,6 @@ from typing import Any, Optional
 import attrs
 
 from ..errors import OutputValidationError, RefusalError
-from .check import schema_errors
-from .hints import Invalid, convert, is_record, schema_for
 
 __all__ = ["OutputSpec", "output_spec", "read_output"]
 
@@ -48,6 +46,10 @@ class OutputSpec:
 
 def output_spec(cls: Any) -> OutputSpec:
     """The :class:`OutputSpec` of ``cls``; ``TypeError`` for a type a strict schema cannot be."""
+    # The type-hint machinery (dataclasses, inspect, docstrings) loads with the first
+    # output= asked for: `import blazen` does not pay for it.
+    from .hints import is_record, schema_for
+
     if not is_record(cls):
         msg = (
             "output= must be an attrs class, a dataclass or a TypedDict (the answer is a JSON "
@@ -110,6 +112,9 @@ def read_output(
     refusal is words, not JSON), else :class:`~blazen.OutputValidationError` naming what
     was wrong, with ``text`` as its ``raw``.
     """
+    from .check import schema_errors
+    from .hints import Invalid, convert
+
     if refusal is not None or finish_reason == "content_filter":
         why = refusal or "a content filter stopped the answer"
         msg = (

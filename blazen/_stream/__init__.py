@@ -11,15 +11,20 @@ provider by name.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
-from .fallback import DEFAULT_SWITCH_ON, Fallback, SwitchOn
 from .lifecycle import init, shutdown
 from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
 from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_callbacks
 from .streaming import Streaming
+
+if TYPE_CHECKING:
+    from .fallback import DEFAULT_SWITCH_ON, Fallback, SwitchOn
 
 __all__ = [
     "DEFAULT_SWITCH_ON",
@@ -47,3 +52,14 @@ __all__ = [
     "shutdown",
     "sink_callbacks",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # Fallback loads with Providers.fallback (blazen.providers is itself loaded on first
+    # use): `import blazen` does not pay for it.
+    if name not in ("DEFAULT_SWITCH_ON", "Fallback", "SwitchOn"):
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(importlib.import_module(".fallback", __name__), name)
+    globals()[name] = value
+    return value

@@ -18,6 +18,7 @@ limits, a raising chunk callback aborting the stream, and the worker gone before
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections.abc import Generator, Iterator
@@ -27,7 +28,6 @@ from traceback import format_exception
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken, tokens_for
-from .._telemetry import StreamSpan, stream_span
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, CallbackError, CancelledError, TimeoutError, safe_str
 from .events import (
@@ -50,6 +50,7 @@ from .events import (
 from .worker import StreamWorker
 
 if TYPE_CHECKING:
+    from .._telemetry import StreamSpan
     from .model import ChatModel
 
 __all__ = [
@@ -173,8 +174,13 @@ class Delivery:
             tokens=tokens_for(cancel),
             timeout=timeout,
         )
-        # On the calling thread: the span is a child of the span current here.
-        delivery.telemetry = stream_span(model.provider, model.base_url, model.model, req)
+        # On the calling thread: the span is a child of the span current here. Without
+        # OpenTelemetry loaded by the application there is no span, and the telemetry
+        # module is never imported.
+        if "opentelemetry.trace" in sys.modules:
+            from .._telemetry import stream_span
+
+            delivery.telemetry = stream_span(model.provider, model.base_url, model.model, req)
         return delivery
 
     def _end_span(self, outcome: Union[CompletionResponse, BlazenError]) -> None:

@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import pickle
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from .._cancel import CancelToken
 from .._http import Transport, shown_url, url_masks
-from .._kit import EmbeddingWire, WireFormat
+from .._kit import WireFormat
 from .._types import CompletionRequest, CompletionResponse, EmbeddingResponse
 from ..errors import BlazenError
 from .blocking import complete_blocking
 from .checks import check_controls, check_request
-from .embedding import Inputs, embed_blocking
 from .masks import Masks
 from .options import ModelOptions
+
+if TYPE_CHECKING:
+    from .._kit import EmbeddingWire
+    from .embedding import Inputs
 
 __all__ = ["MIN_SECRET_LENGTH", "ChatModel", "Recipe", "close_all_models", "revive"]
 
@@ -171,6 +173,8 @@ class ChatModel:
 
             vectors = model.embed(["first text", "second text"]).vectors
         """
+        from .embedding import embed_blocking  # the embedding engine loads on first use
+
         check_controls({}, cancel, timeout)
         return embed_blocking(
             self,
@@ -263,6 +267,8 @@ def revive(recipe: Recipe) -> ChatModel:
     connection pool) per recipe keeps connections reused. At most :data:`REVIVED_MODELS`
     are kept, the oldest dropped first.
     """
+    import pickle  # loaded by whoever unpickles a model; `import blazen` does not need it
+
     key = pickle.dumps(recipe)
     with _revived_lock:
         model = _revived.get(key)

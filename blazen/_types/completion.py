@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from decimal import Decimal
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import attrs
 
@@ -14,6 +13,9 @@ from .frozen import immutable
 from .messages import ChatMessage, ReasoningPart
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 from .request_checks import FIELD_CHECKS, REQUEST_CHECKS
+
+if TYPE_CHECKING:
+    from decimal import Decimal  # loaded with the first price asked for (blazen._pricing)
 
 _new = object.__new__
 #: Stores a converted field in __attrs_post_init__ (the class refuses assignment).
