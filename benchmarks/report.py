@@ -151,6 +151,28 @@ def _targets(results: dict[str, Any], summ: dict[str, Any]) -> list[str]:
             )
     lin = summ.get(("c-linear", "openai", "blazen"))
     check("(c) doubling deltas at most doubles time", med(lin), lambda v: v <= 2.0, _fmt(lin))
+    # Issue 29: bulk and tool calls close to the floor, and ahead of what users write by
+    # hand with the two SSE libraries, on both formats; one event per write ahead too.
+    for sc, limit in (("a", 1.2), ("c", 1.25), ("b", None)):
+        for fmt in ("openai", "anthropic"):
+            mine = summ.get((sc, fmt, "blazen"), {}).get("ratio")
+            if limit is not None:
+                check(
+                    f"({sc}) {fmt}: blazen ≤ {limit}x floor (issue 29)",
+                    med(mine),
+                    lambda v, lim=limit: v <= lim,
+                    _fmt(mine),
+                )
+            for peer in ("httpx-sse", "requests-sseclient"):
+                theirs = summ.get((sc, fmt, peer), {}).get("ratio")
+                if mine and theirs:
+                    f = theirs[0] / mine[0]
+                    check(
+                        f"({sc}) {fmt}: blazen ahead of {peer} (issue 29)",
+                        f,
+                        lambda v: v >= 1,
+                        f"{f:.2f}x faster",
+                    )
     for sc, title in (("a", "(a) throughput"), ("c", "(c) tool calls")):
         chat = summ.get((sc, "openai", "blazen"), {}).get("ratio")
         resp = summ.get((sc, "responses", "blazen"), {}).get("ratio")
@@ -434,7 +456,7 @@ def render(results: dict[str, Any]) -> str:
     if any(("h", k) in summ for k in clients):
         out += _soak_section(results, summ, clients)
 
-    out += ["## Targets (issue 9)", "", "| target | blazen | verdict |", "|---|---|---|"]
+    out += ["## Targets (issues 9, 26, 29)", "", "| target | blazen | verdict |", "|---|---|---|"]
     out += _targets(results, summ)
     out.append("")
     if results.get("errors"):
