@@ -606,7 +606,7 @@ def _measured(
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads VmHWM in /proc")
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("provider", ["anthropic", "gemini"])
+@pytest.mark.parametrize("provider", ["gemini"])
 def test_a_run_of_100000_items_stays_within_bounded_memory(provider: str, tmp_path: Path):
     """100,000 items: the process's peak memory stays far below what holding them all takes.
 
@@ -614,8 +614,10 @@ def test_a_run_of_100000_items_stays_within_bounded_memory(provider: str, tmp_pa
     of 100,000, its lines held while it is sent: the largest batch of the three), Gemini
     81 MiB (inline batches of 10,000: its answers come back as one JSON document a batch,
     read whole; 353 MiB when all 100,000 were one batch). OpenAI, measured the same way,
-    106 MiB (two batches of 50,000), is left out to keep the suite short: it takes the
-    longest on the fake, and its lines are held as Anthropic's are.
+    106 MiB (two batches of 50,000). Only Gemini runs here, to keep the suite short (each
+    run takes half a minute): its answers are the ones read whole, where the peak grew with
+    the run before batches were capped; Anthropic's and OpenAI's lines are held one batch
+    at a time, bounded by the provider's own batch limits.
     """
     out = tmp_path / "out.jsonl"
     with BatchServer(polls=1) as server:
