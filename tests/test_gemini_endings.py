@@ -180,6 +180,9 @@ def test_the_table_has_every_finish_reason_google_genai_knows():
 @pytest.mark.parametrize("raw", sorted(FINISH_REASONS["gemini"]))
 def test_google_genai_reads_each_finish_reason_as_blazen_keeps_it(server, model, raw):
     """The SDK reads the same body's last finish reason and text as blazen (or its error)."""
+    if raw not in {r.value for r in types.FinishReason}:
+        # An older google-genai (the newest on Python 3.10 lags) warns on a value it lacks.
+        pytest.skip(f"the installed google-genai does not list {raw} yet")
     with StreamServer([Reply.sse(_finish_body(raw))]) as sdk_server:
         client = _genai_client(sdk_server.url)
         try:
