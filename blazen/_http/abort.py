@@ -33,7 +33,7 @@ _local = threading.local()
 class Abort:
     """Tears one stream's connection down from any thread, even mid-``recv``."""
 
-    __slots__ = ("_handshake", "_lock", "_pid", "_sock", "aborted", "event")
+    __slots__ = ("_handshake", "_lock", "_pid", "_sock", "_wake", "aborted")
 
     def __init__(self) -> None:
         # A forked child inherits the parent's sockets: shutting one down there would end
@@ -43,8 +43,12 @@ class Abort:
         self._sock: Optional[socket.socket] = None
         self._handshake: Optional[socket.socket] = None
         self.aborted = False
-        #: Set on abort; the worker waits on it between retries.
-        self.event = threading.Event()
+        # Held until the abort releases it; the worker waits on it between retries. Not a
+        # threading.Event: its set() takes a Condition's lock in Python code, and an
+        # interrupt landing there (Ctrl-C pressed twice) left that lock taken for good, so
+        # the handling's next abort() hung the caller. A release is one C call.
+        self._wake = threading.Lock()
+        self._wake.acquire()
 
     def attach(self, conn: Any) -> None:
         """Register the socket of the connection the worker is using.
@@ -95,6 +99,16 @@ class Abort:
             self._sock = None
             return not self.aborted
 
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds on the worker's thread; True once aborted."""
+        if self._wake.acquire(timeout=timeout):
+            # Given back at once, so every later wait (and the abort's release) sees it
+            # free; an abort releasing it in between makes this release the one refused.
+            with contextlib.suppress(RuntimeError):
+                self._wake.release()
+            return True
+        return self.aborted
+
     def abort(self) -> None:
         """Shut the socket down now; the blocked worker wakes with an error.
 
@@ -104,7 +118,12 @@ class Abort:
         """
         with self._lock:
             self.aborted = True
-            self.event.set()
+            # No contextlib.suppress() here: building it is a Python call an interrupt may
+            # land in, on the caller's thread.
+            try:  # noqa: SIM105
+                self._wake.release()
+            except RuntimeError:
+                pass  # released by an earlier call: the worker is awake already
             if self._pid != os.getpid():
                 return
             if self._sock is not None:

@@ -181,7 +181,7 @@ class _Embedding:
                         attempt,
                         opts.max_retries,
                     )
-                    if abort.event.wait(delay):
+                    if abort.wait(delay):
                         return None
                     continue
             return err

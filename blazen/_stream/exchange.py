@@ -153,7 +153,7 @@ class Exchange:
                         opts.max_retries,
                     )
                     self.post(PROGRESS)
-                    if self.abort.event.wait(delay):
+                    if self.abort.wait(delay):
                         return None
                     continue
             if err.retry_after is not None and err.retry_after > opts.retry_after_cap:

@@ -240,8 +240,13 @@ def test_a_gzip_stream_that_sends_empty_blocks_after_done_cannot_hold_the_call(t
 # -- signals: a second interrupt while the first is being handled ----------------------------
 
 
-class Deadline(Exception):
-    """What the SIGALRM handler raises."""
+class Deadline(BaseException):
+    """What the SIGALRM handler raises: a BaseException, as Ctrl-C's KeyboardInterrupt is.
+
+    An Exception landing inside ``threading.Thread.start`` is caught there by the standard
+    library's own clean-up, which then fails with a KeyError of its own: that is CPython's
+    behaviour with any Exception raised from a signal handler, not blazen's.
+    """
 
 
 @pytest.mark.skipif(
@@ -280,6 +285,7 @@ def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal
                 errors: list[object] = []
                 dones: dict[str, object] = {}
                 fired[0] = 0
+                underway = True
                 try:
                     try:
                         signal.setitimer(signal.ITIMER_REAL, rnd.uniform(0.001, 0.006), 0.0007)
@@ -288,9 +294,39 @@ def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal
                         )
                     finally:
                         signal.setitimer(signal.ITIMER_REAL, 0)
-                except Deadline:
-                    pass
-                assert len(errors) + len(dones) == 1, f"attempt {attempt}: {errors} {dones}"
+                except Deadline as exc:
+                    underway = _reached_the_stream(exc)
+                terminals = len(errors) + len(dones)
+                if underway:
+                    assert terminals == 1, f"attempt {attempt}: {errors} {dones}"
+                else:
+                    # Both presses landed before the stream was set up (a loaded machine
+                    # can delay the call past the timer): the call never began, as if its
+                    # arguments had been refused, and nothing is owed.
+                    assert terminals == 0, f"attempt {attempt}: {errors} {dones}"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, saved)
+
+
+def _reached_the_stream(exc: BaseException) -> bool:
+    """Whether an interrupt (or the one it interrupted) got inside the stream's set-up.
+
+    ``complete_blocking`` owes a terminal from its ``try`` on; an interrupt that lands in
+    the argument checks before it propagates with none, like a refused argument (SPEC's
+    documented edge). The tracebacks say where each interrupt was raised.
+    """
+    from blazen._stream.blocking import complete_blocking
+
+    code = complete_blocking.__code__
+    lines, first = inspect.getsourcelines(complete_blocking)
+    try_line = first + next(i for i, line in enumerate(lines) if line.strip() == "try:")
+    seen: BaseException | None = exc
+    while seen is not None:
+        tb = seen.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_code is code and tb.tb_lineno > try_line:
+                return True
+            tb = tb.tb_next
+        seen = seen.__context__
+    return False
