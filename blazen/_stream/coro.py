@@ -114,8 +114,11 @@ class _CoroutineFunction:
 
     @property
     def _is_coroutine_marker(self) -> Any:
-        # What inspect.markcoroutinefunction sets (Python 3.12+).
-        return getattr(inspect, "_is_coroutine_mark", None)
+        # What inspect.markcoroutinefunction sets (Python 3.12+). The sentinel it compares
+        # with is inspect._is_coroutine_mark, named _is_coroutine_marker in 3.12.0-3.12.x
+        # releases before the rename.
+        mark = getattr(inspect, "_is_coroutine_mark", None)
+        return mark if mark is not None else getattr(inspect, "_is_coroutine_marker", None)
 
 
 def cancel_safe(fn: _F) -> _F:
