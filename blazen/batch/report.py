@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import attrs
 
-__all__ = ["BatchReport"]
+if TYPE_CHECKING:
+    from .._types import TokenUsage
+
+__all__ = ["BatchReport", "UsageTally"]
 
 
 @attrs.frozen(kw_only=True)
@@ -73,3 +76,29 @@ class BatchReport:
                 f"ended at {self.final_concurrency}"
             )
         return text
+
+
+class UsageTally:
+    """Tokens, answers without usage and cost, summed over a run's items (both kinds of run)."""
+
+    __slots__ = ("cost", "no_usage", "tokens_in", "tokens_out")
+
+    def __init__(self) -> None:
+        self.tokens_in = self.tokens_out = self.no_usage = 0
+        #: usage.cost summed over what the price table knows, or None.
+        self.cost: Optional[Decimal] = None
+
+    def answered(self, usage: Optional[TokenUsage]) -> None:
+        """An answer's usage: counted, or noted as missing (the report says "unknown")."""
+        if usage is None:
+            self.no_usage += 1
+            return
+        self.tokens_in += usage.prompt_tokens
+        self.tokens_out += usage.completion_tokens
+        self.spent(usage)
+
+    def spent(self, usage: Optional[TokenUsage]) -> None:
+        """Add what ``usage`` cost, where it is priced (a failed item's usage too)."""
+        cost = None if usage is None else usage.cost
+        if cost is not None:
+            self.cost = cost if self.cost is None else self.cost + cost

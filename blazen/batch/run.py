@@ -43,7 +43,6 @@ import os
 import sys
 import time
 from collections.abc import Iterable
-from decimal import Decimal
 from typing import Any, Callable, Optional, Union
 
 import attrs
@@ -63,7 +62,7 @@ from .inputs import Item, check_arguments, pairs
 from .limiter import Limiter
 from .progress import Progress, open_progress
 from .provider import run_via_provider
-from .report import BatchReport
+from .report import BatchReport, UsageTally
 from .results import BatchResult, PathLike, ResultsFile
 from .work import ItemChunk, ItemLeft, Pipe, RemoteModel, run_item
 
@@ -127,8 +126,7 @@ class _BatchRun:
         self.waiting: list[_Try] = []  # rate-limited tries, a heap by not_before
         self.keys = 0
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "cancelled": 0, "rate_limited": 0}
-        self.tokens_in = self.tokens_out = self.no_usage = 0
-        self.cost: Optional[Decimal] = None
+        self.usage = UsageTally()
         self.stopping = False
         self.started = time.monotonic()
 
@@ -258,23 +256,15 @@ class _BatchRun:
         if result.response is not None:
             self.counts["ok"] += 1
             self.limiter.succeeded()
-            usage = result.response.usage
-            if usage is not None:
-                self.tokens_in += usage.prompt_tokens
-                self.tokens_out += usage.completion_tokens
-            else:
-                self.no_usage += 1
+            self.usage.answered(result.response.usage)
         else:
             self.counts["failed"] += 1
-            usage = result.error.usage if result.error is not None else None
-        cost = None if usage is None else usage.cost
-        if cost is not None:
-            self.cost = cost if self.cost is None else self.cost + cost
+            self.usage.spent(result.error.usage if result.error is not None else None)
         if self.progress is not None:
             self.progress.update(
                 ok=self.counts["ok"],
                 failed=self.counts["failed"],
-                tokens=self.tokens_out,
+                tokens=self.usage.tokens_out,
                 concurrency=self.limiter.current,
             )
         if self.on_result is not None and not self.stopping:
@@ -312,10 +302,10 @@ class _BatchRun:
             skipped=self.counts["skipped"],
             cancelled=self.counts["cancelled"] + (len(self.in_flight) if interrupted else 0),
             rate_limited=self.counts["rate_limited"],
-            input_tokens=self.tokens_in,
-            output_tokens=self.tokens_out,
-            cost=self.cost,
-            no_usage=self.no_usage,
+            input_tokens=self.usage.tokens_in,
+            output_tokens=self.usage.tokens_out,
+            cost=self.usage.cost,
+            no_usage=self.usage.no_usage,
             elapsed=time.monotonic() - self.started,
             concurrency=self.limiter.ceiling,
             lowest_concurrency=self.limiter.lowest,

@@ -49,7 +49,6 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable
-from decimal import Decimal
 from typing import Any, Callable, Optional
 
 import attrs
@@ -72,7 +71,7 @@ from ...errors import (
     safe_str,
 )
 from ..inputs import Item, pairs
-from ..report import BatchReport
+from ..report import BatchReport, UsageTally
 from ..results import BatchResult, PathLike, ResultsFile
 from .api import BatchAPI, BatchState, custom_id, payload_guard
 from .calls import Caller, maybe_done
@@ -124,11 +123,7 @@ class _ProviderRun:
         self.specs: dict[str, OutputSpec] = {}
         self.groups: dict[str, _Group] = {}
         self.counts = {"ok": 0, "failed": 0, "skipped": 0, "batches": 0, "submitted": 0}
-        self.tokens_in = self.tokens_out = 0
-        #: Answers with no usage (the report says so rather than "0 tokens").
-        self.no_usage = 0
-        #: usage.cost summed over the answers the price table knows, or None.
-        self.cost: Optional[Decimal] = None
+        self.usage = UsageTally()
         self.states: dict[str, BatchState] = {}
         self.started = time.monotonic()
         #: The progress line shown last (a poll round that changed nothing shows none).
@@ -385,15 +380,7 @@ class _ProviderRun:
         self.results.done.add(result.id)
         if result.response is not None:
             self.counts["ok"] += 1
-            usage = result.response.usage
-            if usage is not None:
-                self.tokens_in += usage.prompt_tokens
-                self.tokens_out += usage.completion_tokens
-                cost = usage.cost
-                if cost is not None:
-                    self.cost = cost if self.cost is None else self.cost + cost
-            else:
-                self.no_usage += 1
+            self.usage.answered(result.response.usage)
         else:
             self.counts["failed"] += 1
         if self.on_result is not None:
@@ -424,10 +411,10 @@ class _ProviderRun:
             ok=self.counts["ok"],
             failed=self.counts["failed"],
             skipped=self.counts["skipped"],
-            input_tokens=self.tokens_in,
-            output_tokens=self.tokens_out,
-            no_usage=self.no_usage,
-            cost=self.cost,
+            input_tokens=self.usage.tokens_in,
+            output_tokens=self.usage.tokens_out,
+            no_usage=self.usage.no_usage,
+            cost=self.usage.cost,
             elapsed=time.monotonic() - self.started,
             interrupted=interrupted,
             out=os.fspath(out),
