@@ -6,6 +6,8 @@ import json
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import blazen
 from blazen._kit import StreamState, parse_json
@@ -105,3 +107,40 @@ def test_every_snapshot_equals_one_rebuilt_from_all_fragments_so_far():
         expected = [(f"id{i}", names[i], "".join(seen[i])) for i in sorted(seen) if seen[i]]
         got = [(c.id, c.name, c.arguments_json) for c in chunk.tool_calls]
         assert sorted(got) == sorted(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["announce", "fragment", "text", "emit"]),
+            st.integers(0, 11),
+            st.text(max_size=3),
+        ),
+        max_size=80,
+    )
+)
+def test_argument_delta_gives_what_tool_delta_then_emit_give(steps):
+    """The tool-call shortcut (one fragment for a known call) against the general merge,
+    over any mix of new calls, fragments for known and unknown calls, text and frozen
+    calls thawed again (past eight calls): every chunk and the final answer agree."""
+    fast, plain = StreamState(), StreamState()
+    for op, index, piece in steps:
+        if op == "announce":
+            for state in (fast, plain):
+                state.tool_delta(index, f"id{index}", f"f{index}", None)
+            got, want = fast.emit(None, None), plain.emit(None, None)
+        elif op == "fragment":
+            got = fast.argument_delta(index, piece)
+            plain.tool_delta(index, None, None, piece)
+            want = plain.emit(None, None)
+        elif op == "text":
+            got, want = fast.emit(piece, None), plain.emit(piece, None)
+        else:
+            fast.tool_delta(index, None, None, piece)
+            plain.tool_delta(index, None, None, piece)
+            got, want = fast.emit(None, None), plain.emit(None, None)
+        assert got == want
+        if got is not None and want is not None:
+            assert tuple(got.tool_calls) == tuple(want.tool_calls)
+    assert fast.response() == plain.response()

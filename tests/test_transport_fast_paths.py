@@ -9,13 +9,19 @@ at awkward places, and check that proxies are still honoured.
 
 from __future__ import annotations
 
+import http.client
+import io
 import socket
 import threading
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import blazen
 from blazen import Streaming
+from blazen._http.chunked import ChunkedBody
 from blazen.testing import Drop, Pause, Recorder, Reply, openai_sse, split_bytes
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -160,3 +166,79 @@ def test_the_request_head_and_body_leave_in_one_write(server, req, monkeypatch):
     assert len(writes) == 2
     for n, recorded in zip(writes, server.requests):
         assert n > len(recorded.body) > 0
+
+
+# -- the chunk cutter against http.client, on any framing cut at any read ---------------
+
+
+class _Reads(io.RawIOBase):
+    """A socket's file whose reads return exactly the given pieces, one per read."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = [p for p in pieces if p]
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        if not self._pieces:
+            return 0
+        piece = self._pieces[0]
+        n = min(len(buf), len(piece))
+        buf[:n] = piece[:n]
+        if n < len(piece):
+            self._pieces[0] = piece[n:]
+        else:
+            self._pieces.pop(0)
+        return n
+
+
+class _Sock:
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_Reads(self._pieces))
+
+
+def _response(pieces: list[bytes]) -> http.client.HTTPResponse:
+    resp = http.client.HTTPResponse(_Sock(pieces))  # type: ignore[arg-type]
+    resp.begin()
+    return resp
+
+
+@st.composite
+def _chunked_bodies(draw: st.DrawFn) -> tuple[bytes, list[int]]:
+    datas = draw(st.lists(st.binary(min_size=1, max_size=40), max_size=30))
+    parts = []
+    for data in datas:
+        ext = draw(st.sampled_from([b"", b";x=1", b" "]))
+        digits = b"%x" % len(data)
+        if draw(st.booleans()):
+            digits = digits.upper()
+        parts.append(digits + ext + b"\r\n" + data + b"\r\n")
+    parts.append(b"0\r\n" + draw(st.sampled_from([b"", b"X-T: 1\r\n"])) + b"\r\n")
+    body = b"".join(parts)
+    cuts = sorted(set(draw(st.lists(st.integers(0, len(body)), max_size=20))))
+    return body, cuts
+
+
+@settings(max_examples=400, deadline=None)
+@given(_chunked_bodies())
+def test_the_chunk_cutter_gives_http_clients_bytes_for_any_reads(case):
+    """Chunks cut between reads anywhere (size lines, data, CRLFs, the last chunk): the
+    data is byte for byte what http.client reads, and the body ends where it ends; after a
+    chunk a read cut, the next whole chunks are cut again (the fast steps resume)."""
+    body, cuts = case
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    expected = _response([head + body]).read()
+    pieces = [head, *split_bytes(body, cuts)]
+    chunked = ChunkedBody(_response(pieces))
+    got = []
+    while True:
+        data = chunked.read()
+        if not data:
+            break
+        got.append(data)
+    assert b"".join(got) == expected
+    assert chunked.done

@@ -126,7 +126,7 @@ class ChunkedBody:
                 # The usual case, a whole chunk in the buffer: its size line (a one-byte
                 # find, then int() as http.client reads it), its data, its CRLF. Anything
                 # else (a chunk cut by the read, extensions, the last chunk) is left to the
-                # general steps below.
+                # general steps below, which come back here once that chunk is done.
                 while True:
                     nl = find(b"\n", pos)
                     if nl < 0:
@@ -142,6 +142,20 @@ class ChunkedBody:
                     pos = stop + 2
                 if pos >= end:
                     break
+                nl = find(b"\n", pos)
+                if nl < 0:
+                    if end - pos > _MAX_LINE:
+                        raise http.client.LineTooLong("chunk size")
+                    break
+                size = _chunk_size(buf[pos:nl])
+                pos = nl + 1
+                if size == 0:
+                    self._trailer = buf[pos:]
+                    pos = end
+                    self.done = True
+                    break
+                left = size
+                continue  # its data may be in the next read
             if left:
                 stop = pos + left
                 if stop > end:
@@ -159,19 +173,6 @@ class ChunkedBody:
                 skip -= step
                 if skip:
                     break
-            nl = find(b"\n", pos)
-            if nl < 0:
-                if end - pos > _MAX_LINE:
-                    raise http.client.LineTooLong("chunk size")
-                break
-            size = _chunk_size(buf[pos:nl])
-            pos = nl + 1
-            if size == 0:
-                self._trailer = buf[pos:]
-                pos = end
-                self.done = True
-                break
-            left = size
         self._buf = buf[pos:] if pos < end else b""
         self._left = left
         self._skip = skip

@@ -229,6 +229,36 @@ class StreamState:
         self._current = call
         self._dirty = True
 
+    def argument_delta(self, index: int, fragment: str) -> Optional[StreamChunk]:
+        """:meth:`tool_delta` with only ``arguments``, then :meth:`emit` with no text: the chunk.
+
+        The hot path of a streamed tool call (a wire whose payload is one argument fragment
+        for a call it already announced): when nothing else is pending, the call's snapshot
+        is rebuilt in place, without the general merge. Anything else takes the general way,
+        with the same result.
+        """
+        call = self._by_key.get(index) if type(index) is int else None
+        frozen = self._frozen
+        if call is None or self._dirty or type(fragment) is not str or call.position < frozen:
+            self.tool_delta(index, None, None, fragment)
+            return self.emit(None, None)
+        parts = call.parts
+        if fragment:
+            parts.append(fragment)
+        self._current = call
+        tail = self._tail
+        tail[call.position - frozen] = tool_call_snapshot(
+            call.id, call.name, ArgumentFragments(parts, len(parts))
+        )
+        # Every tail entry is set: a call gets its ToolCall when first touched.
+        snapshot: Sequence[ToolCall] = (
+            tool_calls_view(self._base, frozen, tuple(tail))  # type: ignore[arg-type]
+            if frozen
+            else tuple(tail)  # type: ignore[arg-type]
+        )
+        self._snapshot = snapshot
+        return stream_chunk(None, None, snapshot)
+
     def tool_arguments(self, index: int, arguments: str) -> bool:
         """Make the arguments of the call at ``index`` exactly ``arguments``; True if changed.
 

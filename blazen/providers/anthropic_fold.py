@@ -381,10 +381,21 @@ class AnthropicFold(Turn):
             if text and parts is not None:
                 parts.append(text)
             return state.emit(text, None)
-        turn = self
         # Every delta but text names its block: one without an index is a malformed payload
         # (its KeyError), never reasoning or a signature pinned to no block.
-        block = turn.blocks.get(obj["index"])
+        index = obj["index"]
+        block = self.blocks.get(index)
+        if dtype == "input_json_delta":
+            # The tool-call hot path, second only to text.
+            fragment = delta.get("partial_json")
+            if not fragment or block is None:
+                return None
+            if not isinstance(fragment, str):
+                raise malformed(self.provider, "partial_json is not a string", data)
+            block.parts.append(fragment)
+            if block.type != "tool_use":
+                return None  # a server tool's input: kept to go back, not the caller's to run
+            return state.argument_delta(index, fragment)
         if dtype == "thinking_delta":
             text = delta.get("thinking")
             chunk = state.emit(None, text)
@@ -398,17 +409,6 @@ class AnthropicFold(Turn):
                 signature = delta.get("signature")
                 block.signature = signature if isinstance(signature, str) else None
             return None
-        if dtype == "input_json_delta":
-            fragment = delta.get("partial_json")
-            if not fragment or block is None:
-                return None
-            if not isinstance(fragment, str):
-                raise malformed(self.provider, "partial_json is not a string", data)
-            block.parts.append(fragment)
-            if block.type != "tool_use":
-                return None  # a server tool's input: kept to go back, not the caller's to run
-            state.tool_delta(obj["index"], None, None, fragment)
-            return state.emit(None, None)
         if dtype == "citations_delta":
             cited = delta.get("citation")
             if not isinstance(cited, Mapping):

@@ -238,8 +238,7 @@ class ResponsesFold:
         if self._kinds.get(index) not in _CALLS:
             return None  # an MCP call's arguments, say: not the caller's to run
         self._streamed.add(index)
-        self.state.tool_delta(index, None, None, delta)
-        return self.state.emit(None, None)
+        return self.state.argument_delta(index, delta)
 
     def _reasoning(self, index: Any, part: Any, delta: Any) -> Optional[StreamChunk]:
         self._streamed.add(index)
