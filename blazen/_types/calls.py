@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, Union, overload
 import attrs
 
 from .._json import check_schema, json_copy
-from .frozen import immutable
+from .frozen import builder_class, immutable
 
 _set = object.__setattr__
 
@@ -91,9 +91,7 @@ class ToolCall:
 
 
 _new = object.__new__
-_set_id = ToolCall.__dict__["id"].__set__
-_set_name = ToolCall.__dict__["name"].__set__
-_set_args = ToolCall.__dict__["_args"].__set__
+_CallBuild = builder_class(ToolCall)
 
 
 def tool_call_snapshot(call_id: str, name: str, args: ArgumentFragments) -> ToolCall:
@@ -102,11 +100,12 @@ def tool_call_snapshot(call_id: str, name: str, args: ArgumentFragments) -> Tool
     The stream state has already checked the id and name; a test checks this builds the
     same value as the constructor.
     """
-    call = _new(ToolCall)
-    _set_id(call, call_id)
-    _set_name(call, name)
-    _set_args(call, args)
-    return call
+    call = _new(_CallBuild)
+    call.id = call_id
+    call.name = name
+    call._args = args
+    call.__class__ = ToolCall
+    return call  # type: ignore[no-any-return]
 
 
 class ToolCalls(Sequence[ToolCall]):

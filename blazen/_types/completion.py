@@ -9,7 +9,7 @@ import attrs
 
 from .._schema.output import OutputSpec, output_spec
 from .calls import ToolCall, ToolDefinition
-from .frozen import immutable
+from .frozen import builder_class, immutable
 from .messages import ChatMessage, ReasoningPart
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 from .request_checks import FIELD_CHECKS, REQUEST_CHECKS
@@ -241,12 +241,7 @@ class StreamChunk:
     server_tool: Optional[ServerToolEvent] = None
 
 
-_set_content = StreamChunk.__dict__["content_delta"].__set__
-_set_reasoning = StreamChunk.__dict__["reasoning_delta"].__set__
-_set_tool_calls = StreamChunk.__dict__["tool_calls"].__set__
-_set_is_final = StreamChunk.__dict__["is_final"].__set__
-_set_refusal = StreamChunk.__dict__["refusal_delta"].__set__
-_set_server_tool = StreamChunk.__dict__["server_tool"].__set__
+_ChunkBuild = builder_class(StreamChunk)
 
 
 def stream_chunk(
@@ -257,18 +252,20 @@ def stream_chunk(
 ) -> StreamChunk:
     """``StreamChunk(...)`` for the hot path: one per streamed event.
 
-    Fills the slots directly, which costs half of the keyword ``__init__`` (StreamChunk
-    has nothing to validate). A test checks it builds the same value as the constructor, so
-    a field added to StreamChunk cannot be missed here.
+    Fills the slots of a :func:`~.frozen.builder_class` instance and makes it a StreamChunk,
+    which costs a quarter of the keyword ``__init__`` (StreamChunk has nothing to
+    validate). A test checks it builds the same value as the constructor, so a field added
+    to StreamChunk cannot be missed here.
     """
-    chunk = _new(StreamChunk)
-    _set_content(chunk, content_delta)
-    _set_reasoning(chunk, reasoning_delta)
-    _set_tool_calls(chunk, tool_calls)
-    _set_is_final(chunk, False)
-    _set_refusal(chunk, refusal_delta)
-    _set_server_tool(chunk, None)
-    return chunk
+    chunk = _new(_ChunkBuild)
+    chunk.content_delta = content_delta
+    chunk.reasoning_delta = reasoning_delta
+    chunk.tool_calls = tool_calls
+    chunk.is_final = False
+    chunk.refusal_delta = refusal_delta
+    chunk.server_tool = None
+    chunk.__class__ = StreamChunk
+    return chunk  # type: ignore[no-any-return]
 
 
 def server_tool_chunk(event: ServerToolEvent, tool_calls: Sequence[ToolCall]) -> StreamChunk:

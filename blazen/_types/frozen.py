@@ -49,3 +49,20 @@ def immutable(cls: _C) -> _C:
     built.__delattr__ = _refuse_delete
     built.__replace__ = _replace
     return cls
+
+
+def builder_class(cls: type) -> Any:
+    """A class with ``cls``'s slots, in order, that lets them be assigned.
+
+    The hot path's fastest way to make a frozen value: an instance of it is filled slot by
+    slot (each one plain attribute store, where a frozen class needs a descriptor call
+    per field), then becomes a ``cls`` by assigning its ``__class__``, which CPython allows
+    because the two have the same layout. Checked here once, at import: a ``cls`` whose
+    layout it does not match (a slot added by attrs, say) fails loudly, never silently.
+    Whoever uses it sets every slot; a test compares the value with the constructor's.
+    """
+    twin: Any = type(f"_Build{cls.__name__}", (), {"__slots__": cls.__slots__})  # type: ignore[attr-defined]
+    probe = object.__new__(twin)
+    probe.__class__ = cls  # TypeError if the layouts differ
+    return twin
+
