@@ -13,20 +13,17 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
+from . import _types
 from ._cancel import CancelToken, cancel_scope
 from ._llm import Llm
 from ._stream import ChatModel, ModelOptions, Sink, Streaming, init, shutdown
 from ._types import (
     AudioPart,
     ChatMessage,
-    ChunkEvent,
     Citation,
     CompletionRequest,
     CompletionResponse,
     DocumentPart,
-    DoneEvent,
-    EmbeddingResponse,
-    ErrorEvent,
     ImagePart,
     ProviderItem,
     ReasoningPart,
@@ -69,6 +66,7 @@ from .errors import (
 if TYPE_CHECKING:
     from . import batch
     from ._telemetry import capture_otel_content
+    from ._types import ChunkEvent, DoneEvent, EmbeddingResponse, ErrorEvent
     from .agent import Agent, AgentResult, Tool, ToolResult, tool
     from .providers import Providers
     from .workflow import (
@@ -198,6 +196,9 @@ for _name in __all__:
         _exported(globals()[_name])
 del _name
 
+# The values blazen._types loads on first use report blazen too, however they are reached.
+_types.on_load = _exported
+
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())
 
@@ -220,6 +221,10 @@ _LAZY = {
     "workflow": ".workflow",
     "Providers": ".providers",
     "capture_otel_content": "._telemetry",
+    "ChunkEvent": "._types",
+    "DoneEvent": "._types",
+    "ErrorEvent": "._types",
+    "EmbeddingResponse": "._types",
     "batch": ".batch",
 }
 

@@ -22,7 +22,7 @@ __all__ = ["Source", "load_audio", "load_document", "load_video"]
 #: What ``Llm.document``/``audio``/``video`` take: the bytes themselves, or a file's path.
 Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
 
-_MEDIA_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+_MEDIA_TYPE = r"^[\w.+-]+/[\w.+-]+$"
 
 
 def _read(what: str, source: Source) -> tuple[bytes, Optional[str]]:
@@ -65,7 +65,7 @@ def _b64(raw: bytes) -> str:
 
 def load_document(source: Source, media_type: str, filename: Optional[str]) -> DocumentPart:
     """A :class:`DocumentPart` from bytes, a path or an http(s) URL (kept as a URL)."""
-    if not isinstance(media_type, str) or not _MEDIA_TYPE.match(media_type):
+    if not isinstance(media_type, str) or not re.match(_MEDIA_TYPE, media_type):
         msg = f"media_type must be a type such as 'application/pdf', got {media_type!r:.60}"
         raise ValidationError(msg)
     if filename is not None and (not isinstance(filename, str) or not filename):
@@ -106,7 +106,7 @@ def load_video(source: Source, media_type: str) -> VideoPart:
     """A :class:`VideoPart` from bytes, a path or an http(s) URL (kept as a URL)."""
     if (
         not isinstance(media_type, str)
-        or not _MEDIA_TYPE.match(media_type)
+        or not re.match(_MEDIA_TYPE, media_type)
         or not media_type.startswith("video/")
     ):
         msg = f"media_type must be a video type such as 'video/mp4', got {media_type!r:.60}"

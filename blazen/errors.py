@@ -401,10 +401,10 @@ def parse_retry_after(headers: Mapping[str, str], now: Optional[float] = None) -
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-_CONTEXT_RE = re.compile(
+# Patterns are compiled on first use (the re module keeps them): import pays for none.
+_CONTEXT_RE = (
     r"context[ _]length|context window|maximum context|too many tokens|prompt is too long"
-    r"|input is too long|exceeds the (?:model's )?(?:maximum|context)",
-    re.IGNORECASE,
+    r"|input is too long|exceeds the (?:model's )?(?:maximum|context)"
 )
 _AUTH_TYPES = frozenset(
     {
@@ -498,7 +498,7 @@ def error_from_provider(
     }
     cls: type[ProviderError]
     invalid = bool(labels & _INVALID_TYPES) or status in (400, 404, 413, 422)
-    if labels & _CONTEXT_TYPES or (invalid and _CONTEXT_RE.search(text)):
+    if labels & _CONTEXT_TYPES or (invalid and re.search(_CONTEXT_RE, text, re.IGNORECASE)):
         cls = ContextLengthError
     elif labels & _POLICY_TYPES:
         cls = ContentPolicyError

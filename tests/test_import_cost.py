@@ -29,6 +29,8 @@ LAZY_MODULES = {
     "blazen._kit.embedding",
     "blazen._stream.fallback",
     "blazen._telemetry",
+    "blazen._types.embedding",
+    "blazen._types.stream_events",
 }
 
 #: The standard library blazen needs only for those (prices, a model's unpickling, typed
@@ -39,7 +41,11 @@ LAZY_STDLIB = {"decimal", "_decimal", "pickle", "_pickle", "dataclasses", "inspe
 LAZY_NAMES = [
     "Agent",
     "AgentResult",
+    "ChunkEvent",
     "Context",
+    "DoneEvent",
+    "EmbeddingResponse",
+    "ErrorEvent",
     "Event",
     "Providers",
     "StepHandler",
@@ -122,3 +128,16 @@ def test_the_lazy_internals_still_resolve_through_their_packages():
         "print(blazen._kit.EmbeddingBatch.__name__, blazen._kit.EmbeddingWire.__name__)\n"
     )
     assert run(code).split() == ["Fallback", "True", "EmbeddingBatch", "EmbeddingWire"]
+
+
+def test_values_blazen_loads_for_itself_first_still_report_blazen():
+    """A pull loop's events or an embedding loaded by blazen's own code before anyone asked
+    ``blazen`` for them: they report ``blazen`` all the same, and pickle under that name."""
+    code = (
+        "import pickle, blazen\n"
+        "from blazen._types import DoneEvent, EmbeddingResponse\n"
+        "print(DoneEvent.__module__, EmbeddingResponse.__module__, blazen.DoneEvent is DoneEvent)\n"
+        "event = DoneEvent('stop', None, None)\n"
+        "print(pickle.loads(pickle.dumps(event)) == event, b'blazen._types' in pickle.dumps(event))\n"
+    )
+    assert run(code).split() == ["blazen", "blazen", "True", "True", "False"]

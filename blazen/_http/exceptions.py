@@ -236,14 +236,14 @@ def map_exception(
 
 
 # http.client's words when a proxy answers CONNECT with anything but 200.
-_TUNNEL_FAILED = re.compile(r"Tunnel connection failed: (\d{3})\b ?(.*)$", re.DOTALL)
+_TUNNEL_FAILED = r"Tunnel connection failed: (\d{3})\b ?(.*)$"
 
 
 def _proxy_failed(
     exc: BaseException, provider: str, url: str, proxy: Optional[Proxy]
 ) -> ConnectionError:
     reason = _reason(exc)
-    refused = _TUNNEL_FAILED.search(reason)
+    refused = re.search(_TUNNEL_FAILED, reason, re.DOTALL)
     if refused is not None:
         return proxy_refused(provider, proxy, int(refused.group(1)), refused.group(2))
     if proxy is None:
@@ -283,7 +283,7 @@ def proxy_refused(
     )
 
 
-_CONNECTION_PREFIX = re.compile(r"^(?:<[^>]*object at 0x[0-9a-fA-F]+>|\w+\(host=[^)]*\)): ")
+_CONNECTION_PREFIX = r"^(?:<[^>]*object at 0x[0-9a-fA-F]+>|\w+\(host=[^)]*\)): "
 
 
 def _innermost(exc: BaseException) -> BaseException:
@@ -313,7 +313,7 @@ def _reason(exc: BaseException) -> str:
         return args[1]  # urllib3's (connection, message): the message alone
     # urllib3 names the connection first ("HTTPConnection(host='h', port=1): Failed to
     # ..." or "<... object at 0x...>: Failed to ..."); the reason after it is what helps.
-    return _CONNECTION_PREFIX.sub("", safe_str(seen))
+    return re.sub(_CONNECTION_PREFIX, "", safe_str(seen))
 
 
 

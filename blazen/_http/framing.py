@@ -71,12 +71,13 @@ def _bad_utf8(provider: str, exc: UnicodeDecodeError) -> ProviderError:
 
 
 _BOM = b"\xef\xbb\xbf"
-_BLANK_LINE = re.compile(rb"\n\n")
+# Compiled on first use (re keeps it): only an event near the size cap needs it.
+_BLANK_LINE = rb"\n\n"
 
 
 def _largest_block(carried: int, completed: bytes) -> int:
     """The largest of the blocks ``completed`` ends, the first one ``carried`` bytes longer."""
-    sizes = [len(block) for block in _BLANK_LINE.split(completed)]
+    sizes = [len(block) for block in re.split(_BLANK_LINE, completed)]
     sizes[0] += carried
     return max(sizes)
 

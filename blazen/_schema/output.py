@@ -26,7 +26,7 @@ from ..errors import OutputValidationError, RefusalError
 __all__ = ["OutputSpec", "output_spec", "read_output"]
 
 # Names OpenAI's json_schema.name and Anthropic's tool name both accept.
-_NAME_BAD = re.compile(r"[^a-zA-Z0-9_-]")
+_NAME_BAD = r"[^a-zA-Z0-9_-]"
 _NAME_MAX = 64
 
 
@@ -59,7 +59,7 @@ def output_spec(cls: Any) -> OutputSpec:
     where = cls.__name__
     schema = _strict(schema_for(cls, where), where)
     description = schema.get("description", "")
-    name = _NAME_BAD.sub("_", cls.__name__)[:_NAME_MAX] or "output"
+    name = re.sub(_NAME_BAD, "_", cls.__name__)[:_NAME_MAX] or "output"
     return OutputSpec(type=cls, name=name, schema=schema, description=description)
 
 

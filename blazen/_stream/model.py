@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from .._cancel import CancelToken
 from .._http import Transport, shown_url, url_masks
 from .._kit import WireFormat
-from .._types import CompletionRequest, CompletionResponse, EmbeddingResponse
+from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
 from .blocking import complete_blocking
 from .checks import check_controls, check_request
@@ -18,6 +18,7 @@ from .options import ModelOptions
 
 if TYPE_CHECKING:
     from .._kit import EmbeddingWire
+    from .._types import EmbeddingResponse
     from .embedding import Inputs
 
 __all__ = ["MIN_SECRET_LENGTH", "ChatModel", "Recipe", "close_all_models", "revive"]

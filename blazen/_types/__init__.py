@@ -9,6 +9,9 @@ construction and never mutated afterwards.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any, Callable
+
 from .calls import (
     ArgumentFragments,
     ToolCall,
@@ -27,7 +30,6 @@ from .completion import (
     server_tool_chunk,
     stream_chunk,
 )
-from .embedding import EmbeddingResponse, Vector
 from .frozen import FrozenInstanceError, immutable
 from .messages import (
     AUDIO_FORMATS,
@@ -42,7 +44,10 @@ from .messages import (
     VideoPart,
 )
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
-from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
+
+if TYPE_CHECKING:
+    from .embedding import EmbeddingResponse, Vector
+    from .stream_events import ChunkEvent, DoneEvent, ErrorEvent, StreamEvent
 
 __all__ = [
     "AUDIO_FORMATS",
@@ -83,3 +88,32 @@ __all__ = [
     "tool_call_snapshot",
     "tool_calls_view",
 ]
+
+# Values only some users need load on first use: embeddings, and the pull loop's events.
+_LAZY = {
+    "EmbeddingResponse": ".embedding",
+    "Vector": ".embedding",
+    "ChunkEvent": ".stream_events",
+    "DoneEvent": ".stream_events",
+    "ErrorEvent": ".stream_events",
+    "StreamEvent": ".stream_events",
+}
+
+#: Applied to each lazily loaded value before it is handed out. The ``blazen`` package sets
+#: it, so that a value reports ``blazen`` as its module whichever way it was first loaded.
+def _as_is(value: Any) -> Any:
+    return value
+
+
+on_load: Callable[[Any], Any] = _as_is
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = on_load(getattr(importlib.import_module(module, __name__), name))
+    globals()[name] = value
+    return value
+

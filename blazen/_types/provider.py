@@ -135,7 +135,7 @@ class ProviderItem:
 
 
 # A provider's exact versioned type: web_search_20250305, code_execution_20250825...
-_VERSIONED = re.compile(r"^[a-z][a-z0-9_]*_\d{8}$")
+_VERSIONED = r"^[a-z][a-z0-9_]*_\d{8}$"
 
 
 def _tool_config(value: Any) -> dict[str, Any]:
@@ -165,7 +165,7 @@ class ServerTool:
     @property
     def versioned(self) -> bool:
         """Whether :attr:`name` is an exact versioned type (``web_search_20250305``)."""
-        return bool(_VERSIONED.match(self.name))
+        return bool(re.match(_VERSIONED, self.name))
 
 
 _STATUSES = ("running", "done")
