@@ -144,3 +144,24 @@ def test_argument_delta_gives_what_tool_delta_then_emit_give(steps):
         if got is not None and want is not None:
             assert tuple(got.tool_calls) == tuple(want.tool_calls)
     assert fast.response() == plain.response()
+
+
+def test_a_slot_builder_whose_layout_differs_from_its_class_fails_at_once():
+    """The hot path's slot builders check at import that their instances can become the
+    frozen class: a class with a slot the builder lacks (one inherited here) fails loudly."""
+    from blazen._types.frozen import builder_class
+
+    @attrs.frozen(weakref_slot=False)
+    class Base:
+        a: int
+
+    @attrs.frozen(weakref_slot=False)
+    class Child(Base):
+        b: int
+
+    with pytest.raises(TypeError, match="layout differs"):
+        builder_class(Child)
+    built = builder_class(Base)()
+    built.a = 1
+    built.__class__ = Base
+    assert built == Base(1)
