@@ -8,13 +8,14 @@ from typing import Any
 
 import attrs
 
-from .._types import immutable
+from .._types import by_value, immutable
 
 __all__ = ["HttpRequest"]
 
 
 @immutable
-@attrs.frozen(kw_only=True, repr=False)
+@by_value
+@attrs.frozen(kw_only=True, repr=False, eq=False)
 class HttpRequest:
     """A request ready to send: the transport adds nothing but the socket."""
 

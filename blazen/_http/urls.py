@@ -23,6 +23,7 @@ import attrs
 import requests.utils
 import urllib3.util
 
+from .._types.frozen import by_value
 from ..errors import ValidationError
 
 __all__ = ["Proxy", "environ_proxy", "shown_url", "url_masks"]
@@ -86,7 +87,8 @@ def url_masks(url: str) -> tuple[tuple[str, str], ...]:
     return tuple(masks)
 
 
-@attrs.frozen
+@by_value
+@attrs.frozen(repr=False, eq=False)
 class Proxy:
     """The proxy a model's requests go through, and the variable that set it."""
 

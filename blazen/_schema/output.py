@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import attrs
 
+from .._types.frozen import by_value
 from ..errors import OutputValidationError, RefusalError
 
 __all__ = ["OutputSpec", "output_spec", "read_output"]
@@ -30,7 +31,8 @@ _NAME_BAD = r"[^a-zA-Z0-9_-]"
 _NAME_MAX = 64
 
 
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class OutputSpec:
     """What ``output=`` asked for: the class, its wire name and its strict JSON schema."""
 

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 import attrs
 
 from .._http import DEFAULT_MAX_EVENT_BYTES
-from .._types import immutable
+from .._types import by_value, immutable
 from ..errors import ValidationError
 
 __all__ = ["ModelOptions"]
@@ -80,7 +80,8 @@ def _check_verify(path: str) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True, init=False, repr=False)
+@by_value
+@attrs.frozen(kw_only=True, init=False, repr=False, eq=False)
 class ModelOptions:
     """Options every provider accepts (``Providers.<name>(..., **options)``).
 

@@ -30,7 +30,7 @@ from .completion import (
     server_tool_chunk,
     stream_chunk,
 )
-from .frozen import FrozenInstanceError, immutable
+from .frozen import FrozenInstanceError, by_value, immutable
 from .messages import (
     AUDIO_FORMATS,
     Attachment,
@@ -80,6 +80,7 @@ __all__ = [
     "ToolDefinition",
     "Vector",
     "VideoPart",
+    "by_value",
     "immutable",
     "name_response",
     "priced_usage",

@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional, Union, overload
 import attrs
 
 from .._json import check_schema, json_copy
-from .frozen import builder_class, immutable
+from .frozen import builder_class, by_value, immutable
 
 _set = object.__setattr__
 
@@ -51,7 +51,8 @@ def _check_str(owner: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
 
 
 @immutable
-@attrs.frozen(repr=False, match_args=False, weakref_slot=False)
+@by_value
+@attrs.frozen(repr=False, eq=False, match_args=False, weakref_slot=False)
 class ToolCall:
     """One tool call the model asked for: ``ToolCall(id, name, arguments_json)``."""
 
@@ -225,7 +226,8 @@ def tool_calls_view(base: list[ToolCall], n: int, tail: tuple[ToolCall, ...]) ->
 
 
 @immutable
-@attrs.frozen(kw_only=True, init=False, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, init=False, weakref_slot=False, repr=False, eq=False)
 class ToolDefinition:
     """A function the model may call: name, description and JSON-schema parameters."""
 

@@ -9,7 +9,7 @@ import attrs
 
 from .._schema.output import OutputSpec, output_spec
 from .calls import ToolCall, ToolDefinition
-from .frozen import builder_class, immutable
+from .frozen import builder_class, by_value, immutable
 from .messages import ChatMessage, ReasoningPart
 from .provider import Citation, ProviderItem, ServerTool, ServerToolEvent, StopDetails
 from .request_checks import FIELD_CHECKS, REQUEST_CHECKS
@@ -29,7 +29,8 @@ def _output(value: Any) -> Optional[OutputSpec]:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class CompletionRequest:
     """Everything one completion needs except the model. Immutable and reusable."""
 
@@ -94,7 +95,8 @@ def _name(value: Any) -> Optional[str]:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False, repr=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class TokenUsage:
     """Token counts as the provider reported them (0 where it reported none).
 
@@ -220,7 +222,8 @@ def priced_usage(usage: TokenUsage, provider: Optional[str], model: Optional[str
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class StreamChunk:
     """One step of a stream.
 
@@ -274,7 +277,8 @@ def server_tool_chunk(event: ServerToolEvent, tool_calls: Sequence[ToolCall]) ->
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class CompletionResponse:
     """The assembled result of a completion, streamed or not.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 import attrs
 
 from .completion import TokenUsage
-from .frozen import immutable
+from .frozen import by_value, immutable
 
 __all__ = ["EmbeddingResponse", "Vector"]
 
@@ -23,7 +23,8 @@ else:  # array is subscriptable only from Python 3.12
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class EmbeddingResponse:
     """What ``model.embed(texts)`` returns: ``vectors[i]`` embeds ``texts[i]``.
 

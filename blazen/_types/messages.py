@@ -8,12 +8,13 @@ from typing import Any, Callable, Optional, Union
 import attrs
 
 from .calls import ToolCall
-from .frozen import immutable
+from .frozen import by_value, immutable
 from .provider import ProviderItem
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class TextPart:
     """Text inside a multimodal message."""
 
@@ -27,7 +28,8 @@ def _one_image_source(image: ImagePart, _attribute: Any, _value: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class ImagePart:
     """An image inside a user message, by ``url`` or by base64 ``data`` with ``media_type``."""
 
@@ -63,7 +65,8 @@ def _one_document_source(doc: DocumentPart, _attribute: Any, _value: Any) -> Non
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class DocumentPart:
     """A document inside a user message (a PDF, plain text...): build it with ``Llm.document``.
 
@@ -98,7 +101,8 @@ def _check_audio_format(_self: Any, _attribute: Any, value: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class AudioPart:
     """A sound clip inside a user message, base64 ``data`` in ``format``: see ``Llm.audio``."""
 
@@ -125,7 +129,8 @@ def _check_video_type(video: VideoPart, _attribute: Any, media_type: Any) -> Non
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class VideoPart:
     """A video inside a user message: build it with ``Llm.video``.
 
@@ -169,7 +174,8 @@ def _check_reasoning_kind(part: ReasoningPart, _attribute: Any, kind: Any) -> No
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class ReasoningPart:
     """A piece of a model's reasoning as its provider sent it, kept to be sent back.
 
@@ -288,7 +294,8 @@ def _check_attachments(message: Any, _attribute: Any, value: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class ChatMessage:
     """One message of a conversation. Build them with ``Llm.system/user/assistant/tool_result``.
 

@@ -14,7 +14,7 @@ from typing import Any, Optional
 import attrs
 
 from .._json import json_copy
-from .frozen import immutable
+from .frozen import by_value, immutable
 
 __all__ = ["Citation", "ProviderItem", "ServerTool", "ServerToolEvent", "StopDetails"]
 
@@ -43,7 +43,8 @@ def _name(_self: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class Citation:
     """A source the answer cites, as one value for every provider.
 
@@ -88,7 +89,8 @@ class Citation:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class StopDetails:
     """Why the provider stopped or refused an answer, beyond its finish reason.
 
@@ -108,7 +110,8 @@ class StopDetails:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class ProviderItem:
     """Part of an assistant turn kept exactly as its provider sent it, to be sent back so.
 
@@ -147,7 +150,8 @@ def _tool_config(value: Any) -> dict[str, Any]:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class ServerTool:
     """A tool the provider runs itself (web search, code execution...): ``Llm.server_tool``.
 
@@ -178,7 +182,8 @@ def _status(_self: Any, _attribute: Any, value: Any) -> None:
 
 
 @immutable
-@attrs.frozen(kw_only=True, weakref_slot=False)
+@by_value
+@attrs.frozen(kw_only=True, weakref_slot=False, repr=False, eq=False)
 class ServerToolEvent:
     """On a chunk: a provider-side tool started (``"running"``) or gave its result (``"done"``).
 

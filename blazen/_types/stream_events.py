@@ -13,13 +13,14 @@ import attrs
 
 from ..errors import BlazenError
 from .completion import CompletionResponse, StreamChunk, TokenUsage
-from .frozen import immutable
+from .frozen import by_value, immutable
 
 __all__ = ["ChunkEvent", "DoneEvent", "ErrorEvent", "StreamEvent"]
 
 
 @immutable
-@attrs.frozen
+@by_value
+@attrs.frozen(repr=False, eq=False)
 class ChunkEvent:
     """One chunk of the stream (what ``on_chunk`` receives)."""
 
@@ -29,7 +30,8 @@ class ChunkEvent:
 
 
 @immutable
-@attrs.frozen
+@by_value
+@attrs.frozen(repr=False, eq=False)
 class DoneEvent:
     """The stream ended with the provider's end signal: the last value, only on success."""
 
@@ -42,7 +44,8 @@ class DoneEvent:
 
 
 @immutable
-@attrs.frozen
+@by_value
+@attrs.frozen(repr=False, eq=False)
 class ErrorEvent:
     """The stream failed (after any retries): the last value, only on failure."""
 
