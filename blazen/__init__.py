@@ -196,8 +196,17 @@ for _name in __all__:
         _exported(globals()[_name])
 del _name
 
+
+
+def _exported_class(value: Any) -> Any:
+    # blazen's own classes only: a shared typing alias (StreamEvent) or a stdlib type
+    # (Vector is array.array) is left as it is.
+    own = isinstance(value, type) and value.__module__.startswith(__name__ + ".")
+    return _exported(value) if own else value
+
+
 # The values blazen._types loads on first use report blazen too, however they are reached.
-_types.on_load = _exported
+_types.on_load = _exported_class
 
 # A library never configures logging for its users; it only makes sure it is silent.
 logging.getLogger("blazen").addHandler(logging.NullHandler())

@@ -141,3 +141,14 @@ def test_values_blazen_loads_for_itself_first_still_report_blazen():
         "print(pickle.loads(pickle.dumps(event)) == event, b'blazen._types' in pickle.dumps(event))\n"
     )
     assert run(code).split() == ["blazen", "blazen", "True", "True", "False"]
+
+
+def test_lazy_values_leave_typing_and_the_stdlib_alone_and_stay_in_dir():
+    """Loading ``StreamEvent`` (a typing alias, shared) or ``Vector`` changes no module of
+    theirs, and ``dir(blazen._types)`` lists the lazily loaded names before their use."""
+    code = (
+        "import blazen, blazen._types as t\n"
+        "print(sorted({'ChunkEvent', 'Vector', 'StreamEvent'} - set(dir(t))))\n"
+        "print(t.StreamEvent.__module__, t.Vector.__module__, t.ChunkEvent.__module__)\n"
+    )
+    assert run(code).split() == ["[]", "typing", "array", "blazen"]

@@ -21,6 +21,8 @@ from blazen._http.request import HttpRequest
 from blazen._http.urls import Proxy
 from blazen._stream.options import ModelOptions
 
+_NAN = float("nan")
+
 SAMPLES: list[Any] = [
     Llm.user("hi"),
     Llm.user("hi"),
@@ -58,6 +60,8 @@ SAMPLES: list[Any] = [
     Llm.tool("lookup", "Looks up.", {"type": "object", "properties": {}}),
     Llm.tool("lookup", "Looks up.", {"type": "object", "properties": {}}),
     blazen.ChunkEvent(blazen.StreamChunk(content_delta="a")),
+    blazen.ChunkEvent(_NAN),
+    blazen.ChunkEvent(_NAN),
     blazen.DoneEvent("stop", None, blazen.CompletionResponse(content="a")),
     blazen.ErrorEvent(blazen.TimeoutError("slow", limit="idle", seconds=1.0)),
     blazen.EmbeddingResponse(vectors=(array("f", [1.0, 2.0]),)),
@@ -128,3 +132,25 @@ def test_every_value_class_of_the_core_is_covered() -> None:
     missing = {c.__name__ for c in declared - covered}
     # Media parts need files or URLs to build; their fields are checked like TextPart's.
     assert missing <= {"ImagePart", "DocumentPart", "AudioPart", "VideoPart"}, missing
+
+
+def test_equality_goes_field_by_field_as_attrs_does() -> None:
+    """NaN is not equal to itself, and what a field's ``==`` returned is handed back."""
+    nan = float("nan")
+    assert blazen.ChunkEvent(nan) != blazen.ChunkEvent(nan)  # type: ignore[arg-type]
+
+    class Odd:
+        def __eq__(self, other: object) -> Any:
+            return "truthy"
+
+    odd = blazen.ChunkEvent(Odd())  # type: ignore[arg-type]
+    assert (odd == blazen.ChunkEvent(Odd())) == "truthy"  # type: ignore[arg-type]
+    ref = _reference(blazen.ChunkEvent)
+    assert (ref(chunk=nan) == ref(chunk=nan)) is False
+
+
+def test_a_repr_that_reaches_itself_stops() -> None:
+    loop: list[Any] = []
+    event = blazen.ChunkEvent(loop)  # type: ignore[arg-type]
+    loop.append(event)
+    assert repr(event) == "ChunkEvent(chunk=[...])"

@@ -118,3 +118,7 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+

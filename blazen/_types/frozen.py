@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from operator import attrgetter
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import attrs
 
@@ -70,15 +71,19 @@ def builder_class(cls: type) -> Any:
 
 def by_value(cls: _C) -> _C:
     """Equality, hashing and a repr by field value, for an attrs class declared with
-    ``eq=False, repr=False``: the same as attrs would generate, read from each field's own
-    ``eq``, ``eq_key``, ``hash`` and ``repr`` settings.
+    ``eq=False, repr=False``: what attrs would generate, read from each field's own ``eq``,
+    ``eq_key``, ``hash`` and ``repr`` settings.
 
     attrs compiles those methods afresh for every class at every import, a third of the
     time ``import blazen`` spends on its own values; these are built from plain functions.
-    A ``__repr__`` the class writes itself is kept.
+    As attrs' do, equality compares field by field, stopping at the first that differs and
+    handing back what that field's ``==`` returned (so NaN is not equal to itself), and the
+    repr shows ``...`` for a value already being shown. A ``__repr__`` the class writes
+    itself is kept.
     """
     fields = attrs.fields(cls)
-    eq = _key_of([f for f in fields if f.eq])
+    # eq_key is not in attrs' type stubs.
+    compared = [(f.name, getattr(f, "eq_key", None)) for f in fields if f.eq]
     hashed = _key_of([f for f in fields if (f.eq if f.hash is None else f.hash)])
     salt = hash(f"{cls.__module__}.{cls.__qualname__}")
     shown = [(f.name, f.repr if callable(f.repr) else repr) for f in fields if f.repr]
@@ -86,15 +91,30 @@ def by_value(cls: _C) -> _C:
     def __eq__(self: Any, other: Any) -> Any:
         if other.__class__ is not self.__class__:
             return NotImplemented
-        return eq(self) == eq(other)
+        result: Any = True
+        for name, key in compared:
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if key is not None:
+                mine, theirs = key(mine), key(theirs)
+            result = mine == theirs
+            if not result:
+                return result
+        return result
 
     def __hash__(self: Any) -> int:
         return hash((salt, hashed(self)))
 
     def __repr__(self: Any) -> str:
-        name = self.__class__.__qualname__.rsplit(">.", 1)[-1]
-        inner = ", ".join(f"{n}={show(getattr(self, n))}" for n, show in shown)
-        return f"{name}({inner})"
+        showing = _showing()
+        if id(self) in showing:
+            return "..."
+        showing.add(id(self))
+        try:
+            name = self.__class__.__qualname__.rsplit(">.", 1)[-1]
+            inner = ", ".join(f"{n}={show(getattr(self, n))}" for n, show in shown)
+            return f"{name}({inner})"
+        finally:
+            showing.discard(id(self))
 
     built: Any = cls
     built.__eq__ = __eq__
@@ -104,8 +124,19 @@ def by_value(cls: _C) -> _C:
     return cls
 
 
+_repr_context = threading.local()
+
+
+def _showing() -> set[int]:
+    """The values this thread is showing right now (a repr that reaches itself stops)."""
+    showing: Optional[set[int]] = getattr(_repr_context, "showing", None)
+    if showing is None:
+        showing = _repr_context.showing = set()
+    return showing
+
+
 def _key_of(fields: list[attrs.Attribute[Any]]) -> Callable[[Any], Any]:
-    """What a value is compared (or hashed) by: its fields' values, each through its key."""
+    """What a value is hashed by: its fields' values, each through its key."""
     names = [f.name for f in fields]
     keys = [getattr(f, "eq_key", None) for f in fields]  # not in attrs' type stubs
     if any(keys):
@@ -119,4 +150,3 @@ def _key_of(fields: list[attrs.Attribute[Any]]) -> Callable[[Any], Any]:
         one = attrgetter(names[0])
         return lambda v: (one(v),)
     return lambda v: ()
-
