@@ -76,6 +76,10 @@ class McpSession:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._stop: Optional[asyncio.Event] = None
         self._main: Optional[asyncio.Task[None]] = None
+        # On the loop thread only: the session serves calls (set as it starts, cleared as
+        # it ends). A call that reaches the loop after that starts no task: asyncio.run has
+        # already gathered the tasks it cancels, and one made then would never be awaited.
+        self._serving = False
         self._client: Any = None
         self._ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
         self._listed: list[Any] = []
@@ -292,6 +296,9 @@ class McpSession:
                 future.set_result(task.result())
 
         def start() -> None:
+            if not self._serving:
+                future.cancel()  # the session is ending: the call fails as its end does
+                return
             if not future.set_running_or_notify_cancel():
                 return  # stopped before it began
             task = loop.create_task(make())
@@ -361,13 +368,19 @@ class McpSession:
         self._main = asyncio.current_task()
         if self._closed:  # closed before the loop ran
             return
-        async with self._opener() as client:
-            self._client = client
-            listed = await _all_tools(client)
-            info = getattr(client, "server_info", None)
-            self._announce(getattr(info, "name", None), getattr(client, "protocol_version", None))
-            self._ready.set_result(listed)
-            await self._stop.wait()
+        self._serving = True
+        try:
+            async with self._opener() as client:
+                self._client = client
+                listed = await _all_tools(client)
+                info = getattr(client, "server_info", None)
+                self._announce(
+                    getattr(info, "name", None), getattr(client, "protocol_version", None)
+                )
+                self._ready.set_result(listed)
+                await self._stop.wait()
+        finally:
+            self._serving = False
 
     def _announce(self, server_name: Any, version: Any) -> None:
         # Before the session is handed out: no call reads these concurrently.
