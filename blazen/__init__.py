@@ -197,7 +197,6 @@ for _name in __all__:
 del _name
 
 
-
 def _exported_class(value: Any) -> Any:
     # blazen's own classes only: a shared typing alias (StreamEvent) or a stdlib type
     # (Vector is array.array) is left as it is.

@@ -250,14 +250,16 @@ class StreamState:
         tail[call.position - frozen] = tool_call_snapshot(
             call.id, call.name, ArgumentFragments(parts, len(parts))
         )
-        # Every tail entry is set: a call gets its ToolCall when first touched.
-        snapshot: Sequence[ToolCall] = (
-            tool_calls_view(self._base, frozen, tuple(tail))  # type: ignore[arg-type]
-            if frozen
-            else tuple(tail)  # type: ignore[arg-type]
-        )
-        self._snapshot = snapshot
+        snapshot = self._snapshot = self._snapshot_now()
         return stream_chunk(None, None, snapshot)
+
+    def _snapshot_now(self) -> Sequence[ToolCall]:
+        # Every tail entry is set once no call is pending (a call gets its ToolCall when
+        # first touched). A few calls (the usual case) are a plain tuple, as cheap as it gets.
+        tail = tuple(self._tail)
+        if self._frozen:
+            return tool_calls_view(self._base, self._frozen, tail)  # type: ignore[arg-type]
+        return tail  # type: ignore[return-value]
 
     def tool_arguments(self, index: int, arguments: str) -> bool:
         """Make the arguments of the call at ``index`` exactly ``arguments``; True if changed.
@@ -317,12 +319,7 @@ class StreamState:
             self._touched.clear()
             if len(tail) > _TAIL_MAX:
                 self._freeze(len(tail) - _TAIL_KEEP)
-            # A few calls (the usual case) are a plain tuple, as cheap as it gets.
-            self._snapshot = (
-                tool_calls_view(self._base, self._frozen, tuple(tail))  # type: ignore[arg-type]
-                if self._frozen
-                else tuple(tail)  # type: ignore[arg-type]
-            )
+            self._snapshot = self._snapshot_now()
         elif content is None and reasoning is None:
             return None
         return stream_chunk(content, reasoning, self._snapshot)
