@@ -272,7 +272,9 @@ class StreamState:
         call = self._by_key.get(index)
         if call is None or type(arguments) is not str or "".join(call.parts) == arguments:
             return False
-        call.parts[:] = [arguments]
+        # A fresh list: the snapshots already delivered share the old one (their
+        # ArgumentFragments read its first n parts) and must keep showing what they showed.
+        call.parts = [arguments]
         if not call.touched:
             call.touched = True
             self._touched.append(call)
