@@ -94,3 +94,19 @@ def test_a_finished_call_that_rewrites_its_arguments_leaves_earlier_snapshots_al
     seen = [[c.arguments_json for c in chunk.tool_calls] for chunk in kept]
     assert seen[:3] == [[""], ['{"b":'], ['{"b":2}']]
     assert seen[3:] and all(s == [whole] for s in seen[3:])
+
+
+# -- value classes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [None, 5, b"{}", {"a": 1}])
+def test_a_tool_call_with_arguments_that_are_not_text_is_refused_when_built(bad):
+    """A programming mistake raises TypeError at once (SPEC: "Programming mistakes ...
+    raise TypeError/ValueError immediately").
+
+    Failed before the fix: ``ToolCall("id", "f", None)`` was built, and its
+    ``arguments_json``, ``==``, ``hash`` and ``repr`` each raised AttributeError later
+    (``'NoneType' object has no attribute 'text'``), far from the mistake.
+    """
+    with pytest.raises(TypeError, match="arguments_json must be a str"):
+        blazen.ToolCall("call_1", "f", bad)

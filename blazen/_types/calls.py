@@ -50,6 +50,14 @@ def _check_str(owner: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     return check
 
 
+def _check_arguments(_self: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
+    # Text, or the snapshot's fragments: anything else would build a value whose
+    # arguments_json, ==, hash and repr all fail later, far from the mistake.
+    if not isinstance(value, (str, ArgumentFragments)):
+        msg = f"ToolCall arguments_json must be a str, got {type(value).__name__}"
+        raise TypeError(msg)
+
+
 @immutable
 @by_value
 @attrs.frozen(repr=False, eq=False, match_args=False, weakref_slot=False)
@@ -62,7 +70,7 @@ class ToolCall:
     name: str = attrs.field(validator=_check_str("ToolCall"))
     # Equality and hashing compare the text, however it is held.
     _args: Union[str, ArgumentFragments] = attrs.field(
-        default="", alias="arguments_json", eq=_arguments_text
+        default="", alias="arguments_json", eq=_arguments_text, validator=_check_arguments
     )
 
     @property
