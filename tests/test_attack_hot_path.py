@@ -110,3 +110,30 @@ def test_a_tool_call_with_arguments_that_are_not_text_is_refused_when_built(bad)
     """
     with pytest.raises(TypeError, match="arguments_json must be a str"):
         blazen.ToolCall("call_1", "f", bad)
+
+
+def test_a_server_tools_credentials_never_show_in_its_repr_or_its_requests():
+    """SPEC promise 10: keys never leak into reprs. The Responses wire sends an ``mcp``
+    server tool's config as given, and that config carries the remote server's credential
+    (``authorization``, ``headers``; Anthropic's MCP servers say ``authorization_token``).
+
+    Failed before the fix: ``repr(ServerTool)`` (by_value's repr, as attrs' before it) and
+    so ``repr(CompletionRequest)`` printed every config value, the token included. Now the
+    credential's name shows and its value is masked; the value sent is unchanged.
+    """
+    secrets = ["sk-SECRET-mcp-0123456789", "SECRET-header-0123456789", "SECRET-nested-01234567"]
+    tool = Llm.server_tool(
+        "mcp",
+        server_label="docs",
+        server_url="https://mcp.example/sse",
+        authorization=secrets[0],
+        headers={"X-Api-Key": secrets[1]},
+        servers=[{"authorization_token": secrets[2]}],
+        require_approval="never",
+    )
+    req = Llm.completion_request([Llm.user("hi")], tools=[tool])
+    for shown in (repr(tool), str(tool), repr(req), f"{req}"):
+        assert not any(secret in shown for secret in secrets), shown
+        assert "authorization" in shown and "X-Api-Key" in shown and "never" in shown
+    assert tool.config["authorization"] == secrets[0]
+    assert tool == Llm.server_tool("mcp", **tool.config)

@@ -141,6 +141,25 @@ class ProviderItem:
 _VERSIONED = r"^[a-z][a-z0-9_]*_\d{8}$"
 
 
+# Config keys whose values are credentials (an MCP server's ``authorization`` or
+# ``authorization_token``, its ``headers``): a repr names them, never shows them.
+_SECRET_KEY = r"auth|token|secret|passw|key|cookie|credential|header"
+
+
+def _masked(key: Any, value: Any) -> Any:
+    if isinstance(key, str) and re.search(_SECRET_KEY, key, re.IGNORECASE):
+        return {k: "***" for k in value} if isinstance(value, dict) else "***"
+    if isinstance(value, dict):
+        return {k: _masked(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(None, v) for v in value]
+    return value
+
+
+def _shown_config(config: dict[str, Any]) -> str:
+    return repr(_masked(None, config))
+
+
 def _tool_config(value: Any) -> dict[str, Any]:
     copied = json_copy(value, "server tool config")
     if not isinstance(copied, dict):
@@ -164,7 +183,7 @@ class ServerTool:
     """
 
     name: str = attrs.field(validator=_name)
-    config: dict[str, Any] = attrs.field(factory=dict, converter=_tool_config)
+    config: dict[str, Any] = attrs.field(factory=dict, converter=_tool_config, repr=_shown_config)
 
     @property
     def versioned(self) -> bool:
