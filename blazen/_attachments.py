@@ -22,7 +22,7 @@ __all__ = ["Source", "load_audio", "load_document", "load_video"]
 #: What ``Llm.document``/``audio``/``video`` take: the bytes themselves, or a file's path.
 Source = Union[bytes, bytearray, memoryview, str, "os.PathLike[str]"]
 
-_MEDIA_TYPE = r"^[\w.+-]+/[\w.+-]+$"
+_MEDIA_TYPE = r"^[\w.+-]+/[\w.+-]+\Z"
 
 
 def _read(what: str, source: Source) -> tuple[bytes, Optional[str]]:

@@ -318,7 +318,9 @@ def test_audio_by_url_is_refused_at_build_time():
         Llm.audio("https://example.com/a.wav")
 
 
-@pytest.mark.parametrize("media_type", ["pdf", "", None, "application/pdf; x", 5])
+@pytest.mark.parametrize(
+    "media_type", ["pdf", "", None, "application/pdf; x", 5, "application/pdf\n"]
+)
 def test_a_bad_media_type_is_a_validation_error(media_type):
     """media_type must look like ``type/subtype``."""
     with pytest.raises(blazen.ValidationError, match="media_type"):

@@ -204,13 +204,14 @@ def test_results_out_of_order_reach_their_own_ids(provider: str, tmp_path: Path)
 
 def test_ids_a_provider_refuses_go_under_a_digest_and_come_back(tmp_path: Path):
     """Ids with spaces, slashes or over 64 characters are sent as digests and mapped back."""
-    odd = ["with space", "a/b", "x" * 80, "ünïcode", "h_" + "0" * 40]
+    odd = ["with space", "a/b", "x" * 80, "ünïcode", "h_" + "0" * 40, "line\n"]
     reqs = [(i, Llm.completion_request([Llm.user(i)])) for i in odd]
     out = tmp_path / "out.jsonl"
     with BatchServer() as server:
         run(model_for("anthropic", server), reqs, out)
         sent = [cid for cid, _ in server.batches[0].items]
     assert sent == [custom_id(i) for i in odd] and len(set(sent)) == len(odd)
+    assert all(cid.startswith("h_") for cid in sent)  # "line\n" too: no $ before a newline
     assert sorted(records(out)) == sorted(odd)
     assert records(out)["a/b"]["text"].endswith(": a/b")
 

@@ -289,6 +289,8 @@ def test_bad_names_positional_only_and_self_reference_are_rejected() -> None:
         Tool(lambda: None)
     with pytest.raises(ValueError, match="pass name="):
         Tool(len, name="has space")
+    with pytest.raises(ValueError, match="pass name="):
+        Tool(len, name="get_weather\n")  # a pattern's $ matches before a final newline
     with pytest.raises(TypeError, match="positional-only"):
         Tool(positional)
     with pytest.raises(TypeError, match="refers to itself"):

@@ -138,7 +138,7 @@ class ProviderItem:
 
 
 # A provider's exact versioned type: web_search_20250305, code_execution_20250825...
-_VERSIONED = r"^[a-z][a-z0-9_]*_\d{8}$"
+_VERSIONED = r"^[a-z][a-z0-9_]*_\d{8}\Z"
 
 
 # Config keys whose values are credentials (an MCP server's ``authorization`` or

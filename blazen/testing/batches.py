@@ -71,7 +71,7 @@ def _last_user_text(body: Mapping[str, Any]) -> str:
 
 
 # Anthropic's documented custom_id rule (Message Batches: "Create a Message Batch").
-_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
 
 
 @attrs.define(eq=False)

@@ -27,7 +27,7 @@ from ...errors import ValidationError
 __all__ = ["Tool", "tool"]
 
 # OpenAI's rule for function names; the other providers accept a superset of it.
-_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
 
 
 def _is_cancel_token(hint: Any) -> bool:

@@ -41,7 +41,7 @@ ItemResult = tuple[str, Union[CompletionResponse, BlazenError]]
 
 # The strictest provider rule (Anthropic's, "Create a Message Batch"); OpenAI and Gemini
 # take any string, so one rule serves all three.
-_PLAIN_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_PLAIN_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}\Z")
 
 
 def custom_id(item_id: str) -> str:
