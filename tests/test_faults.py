@@ -280,7 +280,9 @@ def test_retry_after_ms_wins_over_retry_after(server, req, complete):
         sse_reply("text.sse"),
     )
     rec, resp, took = stream(complete, make_model(server), req)
-    assert resp is not None and took < 1.5
+    # Answered at all: Retry-After (an hour, over the cap) would have been refused unretried.
+    # Read as seconds, the 50 would have waited 50 s; the bound leaves a loaded machine room.
+    assert resp is not None and took < 10
 
 
 def test_503_twice_then_success(server, req, complete):
