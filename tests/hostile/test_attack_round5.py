@@ -187,10 +187,12 @@ def test_a_results_download_cut_half_way_is_a_typed_error_and_a_rerun_finishes(
 
 
 def test_a_stalled_results_download_is_bounded_by_the_idle_timeout(tmp_path: Path):
-    """A download that stops sending ends with a TimeoutError after about idle_timeout."""
+    """A download that stops sending ends with a TimeoutError: each try waits idle_timeout,
+    and the run gives up after MAX_POLL_FAILURES of them (the waits table of
+    blazen.batch.provider.run)."""
     out = tmp_path / "out.jsonl"
     with BatchServer(download="stall") as server:
-        model = model_for("openai", server, idle_timeout=0.5)
+        model = model_for("openai", server, idle_timeout=0.1)
         started = time.monotonic()
         with pytest.raises(blazen.TimeoutError) as info:
             run(model, items(40), out)
