@@ -268,14 +268,16 @@ def _stop(index: object) -> dict[str, object]:
     return {"type": "content_block_stop", "index": index}
 
 
-def _anthropic_run(events: list[dict[str, object]]) -> tuple[Recorder, object]:
+def _anthropic_run(
+    events: list[dict[str, object]], timeout: float = 5
+) -> tuple[Recorder, object]:
     payloads = [_START, *events, *_END]
     with StreamServer([Reply.sse([sse_event(e, str(e["type"])) for e in payloads])]) as server:
         rec = Recorder()
         model = blazen.Providers.anthropic(
             api_key=KEY_FOR_TESTS, base_url=server.base_url, max_retries=0
         )
-        resp = Streaming.complete(model, REQ, rec.handler, timeout=5)
+        resp = Streaming.complete(model, REQ, rec.handler, timeout=timeout)
     assert rec.terminals == 1, rec.kinds
     return rec, resp
 
@@ -343,7 +345,9 @@ def test_many_thinking_blocks_fold_in_linear_time():
     events: list[dict[str, object]] = []
     for i in range(20_000):
         events += [_block(i, _THINKING), _thinking(i, "t"), _signature(i, f"S{i}"), _stop(i)]
-    rec, resp = _anthropic_run(events)
+    # About 5 s here, most of it the test server writing 80,000 events one by one (it
+    # failed at the old 5 s bound on Python 3.10 in CI); a quadratic fold takes minutes.
+    rec, resp = _anthropic_run(events, timeout=60)
     assert resp is not None and len(resp.reasoning_parts) == 20_000
     assert resp.reasoning_parts[-1].signature == "S19999"
 
