@@ -117,6 +117,29 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _RAISE_ON_ALARM[0]("signalled")
 
 
+def _struck_before_the_first_step(exc: BaseException | None) -> bool:
+    """Whether a signal's exception struck as the task's first step entered blazen's
+    coroutine wrapper (``_Guarded.__next__``), before any of the stream's own code ran.
+
+    A signal handler runs where a Python function starts; at that first frame nothing of
+    the stream exists yet, and Python offers no place to catch it (found by this machine on
+    Python 3.12, about once in a few hundred tries with a 1 ms alarm).
+    """
+    if exc is None:
+        return False
+    codes = []
+    tb = exc.__traceback__
+    while tb is not None:
+        codes.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    # Innermost: the alarm's handler, called at the entry of _Guarded.__next__.
+    return (
+        len(codes) >= 2
+        and codes[-2].co_name == "__next__"
+        and codes[-2].co_filename.endswith(os.path.join("_stream", "coro.py"))
+    )
+
+
 def _workers() -> list[threading.Thread]:
     # is_alive() can be wrong after an interrupted join: ask the interpreter as well.
     running = sys._current_frames()
@@ -234,6 +257,15 @@ class HostileStreams(RuleBasedStateMachine):
                     time.sleep(0.01)
         took = time.monotonic() - start
 
+        if (
+            form == "async"
+            and caller in SIGNALLED
+            and not rec.kinds
+            and _struck_before_the_first_step(escaped)
+        ):
+            assert isinstance(escaped, _RAISE_ON_ALARM[0]), repr(escaped)
+            assert not _workers()
+            return  # no stream was begun, so none is owed a terminal
         # Exactly one terminal, and it is the last callback.
         assert rec.kinds.count("done") + rec.kinds.count("error") == 1, (
             server, caller, form, at, rec.kinds, repr(escaped)
