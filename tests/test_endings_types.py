@@ -55,6 +55,8 @@ def test_server_tool_goes_in_tools_beside_function_tools_and_is_kept_apart():
     assert req.server_tools == (search,)
     assert search.config == {"max_uses": 3} and not search.versioned
     assert Llm.server_tool("web_search_20250305").versioned
+    # A pattern's $ would match before a final newline: that name is no exact type.
+    assert not Llm.server_tool("web_search_20250305\n").versioned
 
 
 def test_server_tool_config_must_be_json():
