@@ -64,6 +64,14 @@ class CancelToken:
         fn()
         return lambda: None
 
+    def _discard(self, fn: Callable[[], None]) -> None:
+        """Forget every subscription of ``fn`` (compared with ``==``); idempotent.
+
+        For a subscriber that an interrupt may cut off before it kept its unsubscribe.
+        """
+        with self._lock:
+            self._callbacks = [f for f in self._callbacks if f != fn]
+
     def __repr__(self) -> str:
         return f"CancelToken(cancelled={self._cancelled})"
 

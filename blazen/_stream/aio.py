@@ -8,10 +8,9 @@ interrupted stream its terminal. The pull style's ``async for`` uses the same th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
+import sys
 from collections.abc import Generator
-from contextvars import Token
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
@@ -124,8 +123,8 @@ async def complete_async(
     check_reentry(model)
     inbox = Inbox()
     delivery: Optional[Delivery] = None
-    unsubscribe: list[Callable[[], None]] = []
-    entered: Optional[Token[Any]] = None
+    # An exception the caller is handling while it awaits: not an interrupt of this stream.
+    outer = sys.exc_info()[1]
     try:
         # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
         delivery = Delivery.open(
@@ -139,8 +138,8 @@ async def complete_async(
             cancel=cancel,
             timeout=timeout,
         )
-        unsubscribe = delivery.subscribe()
-        entered = start_delivering(delivery)
+        delivery.subscribe()
+        start_delivering(delivery)
         if cancelled_unstarted():
             # The task was cancelled before it ran: the worker returns without sending.
             delivery.run.abort.abort()
@@ -149,31 +148,33 @@ async def complete_async(
         # (never the application's executor, which may be busy for seconds).
         start_soon(delivery.run)
         return await _drive(delivery, inbox)
-    except GeneratorExit:
-        # The coroutine is being closed (a pending task collected, its loop gone): nothing
-        # may be awaited now. End the stream and say its terminal without waiting.
-        _close_now(delivery, on_error)
-        raise
-    except BaseException as exc:
+    finally:
         # Whenever the task is cancelled, Ctrl-C lands or a signal handler raises (a read, a
         # callback, the worker finishing after done), the caller gets exactly one terminal
         # before it propagates. After the terminal (an error raised for want of on_error,
-        # a raising on_done) nothing is owed.
-        if delivery is None:
-            await _not_started(on_error, how(exc))
-        else:
-            await settle(delivery, inbox, how(exc))
-        raise
-    finally:
-        if entered is not None:
-            # Closed by the collector, the coroutine may run in another context than the
-            # one it entered: nothing to undo there.
-            with contextlib.suppress(ValueError):
-                stop_delivering(entered)
-        for unsub in unsubscribe:
-            unsub()
-        if delivery is not None and not delivery.ended:
-            delivery.run.abort.abort()
+        # a raising on_done) nothing is owed. A finally whose first statement is a try, as
+        # in the blocking driver: Python 3.10 runs a pending signal handler at the entry
+        # of an except clause, and a second Ctrl-C there skipped the terminal.
+        try:
+            exc = sys.exc_info()[1]
+            if exc is not None and exc is not outer:
+                if isinstance(exc, GeneratorExit):
+                    # The coroutine is being closed (a pending task collected, its loop
+                    # gone): nothing may be awaited now. End the stream and say its
+                    # terminal without waiting.
+                    _close_now(delivery, on_error)
+                elif delivery is None:
+                    await _not_started(on_error, how(exc))
+                else:
+                    await settle(delivery, inbox, how(exc))
+        finally:
+            if delivery is not None:
+                # Closed by the collector, the coroutine may run in another context than
+                # the one it entered: then there is nothing to undo there.
+                stop_delivering(delivery)
+                delivery.unsubscribe()
+                if not delivery.ended:
+                    delivery.run.abort.abort()
 
 
 async def _drive(delivery: Delivery, inbox: Inbox) -> Optional[CompletionResponse]:

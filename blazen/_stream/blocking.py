@@ -9,12 +9,13 @@ returns while the worker is still running.
 from __future__ import annotations
 
 import queue
+import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
-from .checks import check_reentry, delivering
+from .checks import check_reentry, start_delivering, stop_delivering
 from .delivery import (
     INTERRUPT_RETRIES,
     ChunkCallback,
@@ -54,8 +55,9 @@ def complete_blocking(
     """
     check_reentry(model)
     delivery: Optional[Delivery] = None
-    unsubscribe: list[Callable[[], None]] = []
     unstarted = new_gate()  # the terminal of a stream interrupted before it was set up
+    # An exception the caller is handling while it calls: not an interrupt of this stream.
+    outer = sys.exc_info()[1]
     try:
         # Set up inside the try: an interrupt may land anywhere, and still gets a terminal.
         events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
@@ -73,44 +75,60 @@ def complete_blocking(
         run = delivery.run
         if on_start is not None:
             on_start(delivery)
-        unsubscribe = delivery.subscribe()
+        delivery.subscribe()
         # Thread.start waits for the thread, and Ctrl-C may land there.
         run.start()
-        with delivering(delivery):
-            return _drive(delivery, events)
-    except BaseException as exc:
+        start_delivering(delivery)
+        return _drive(delivery, events)
+    finally:
         # Ctrl-C, or whatever a signal handler raises (sys.exit() on SIGTERM, a SIGALRM
         # deadline), whenever it strikes (a read, the worker finishing after done): the
         # caller gets exactly one terminal before it propagates. After the terminal (an
         # error raised for want of on_error, a raising on_done) nothing is owed.
-        # A second interrupt (Ctrl-C pressed twice) may land anywhere in here: every step
-        # is idempotent, so it starts over, and the first interrupt is the one that
-        # propagates. The terminal goes through a one-shot gate (call_once): made at most
-        # once, and still owed until it was entered. A signal handler runs where a function
-        # starts or a call into C returns, so every call here is inside a try, the loop's
-        # own too: iterating a tuple calls nothing, and its jump back is covered by the
-        # outer try.
+        # A finally, not an except, and its first statement a try: Python 3.10 runs a
+        # pending signal handler as an exception reaches a handler, before the handler's
+        # first instruction unless that instruction sets up a try. A second Ctrl-C landing
+        # there skipped an except clause (and the terminal) whole.
+        # A second interrupt may land anywhere in here: every step is idempotent, so it
+        # starts over, and the first interrupt is the one that propagates. The terminal
+        # goes through a one-shot gate (call_once): made at most once, and still owed until
+        # it was entered. A signal handler runs where a function starts or a call into C
+        # returns, so every call here is inside a try, the loop's own too: iterating a
+        # tuple calls nothing, and its jump back is covered by the outer try.
         try:
             for _ in INTERRUPT_RETRIES:
                 try:
-                    settle(delivery, on_error, how(exc), unstarted)
+                    _finish(delivery, on_error, unstarted, outer)
                     break
                 except BaseException:  # the next try starts the step over
                     continue
         except BaseException:  # landed on the loop's jump back: one try more
             # Not contextlib.suppress(): building it is a call, outside any try.
             try:  # noqa: SIM105
-                settle(delivery, on_error, how(exc), unstarted)
+                _finish(delivery, on_error, unstarted, outer)
             except BaseException:
                 pass
-        raise
-    finally:
-        for unsub in unsubscribe:
-            unsub()
-        if delivery is not None:
-            if not delivery.ended:
-                delivery.run.abort.abort()
-            delivery.run.wait_exit()
+
+
+def _finish(
+    delivery: Optional[Delivery],
+    on_error: Optional[ErrorCallback],
+    unstarted: Iterator[bool],
+    outer: Optional[BaseException],
+) -> None:
+    """Leave :func:`complete_blocking`: settle the stream if an exception is leaving, then
+    unsubscribe, forget the delivery and wait for the worker. Idempotent, so a retry after
+    an interrupt anywhere in it finishes it.
+    """
+    exc = sys.exc_info()[1]
+    if exc is not None and exc is not outer:
+        settle(delivery, on_error, how(exc), unstarted)
+    if delivery is not None:
+        delivery.unsubscribe()
+        stop_delivering(delivery)
+        if not delivery.ended:
+            delivery.run.abort.abort()
+        delivery.run.wait_exit()
 
 
 def settle(

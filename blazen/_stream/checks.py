@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import sys
 import threading
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._cancel import CancelToken
@@ -22,7 +20,6 @@ __all__ = [
     "check_controls",
     "check_reentry",
     "check_request",
-    "delivering",
     "start_delivering",
     "stop_delivering",
 ]
@@ -121,23 +118,20 @@ def check_reentry(model: ChatModel) -> None:
         raise ValidationError(msg)
 
 
-def start_delivering(
-    delivery: Delivery,
-) -> contextvars.Token[tuple[tuple[Delivery, object], ...]]:
+def start_delivering(delivery: Delivery) -> None:
     """Record ``delivery`` as running its callbacks here, until :func:`stop_delivering`."""
-    return _DELIVERING.set((*_DELIVERING.get(), (delivery, _owner())))
+    _DELIVERING.set((*_DELIVERING.get(), (delivery, _owner())))
 
 
-def stop_delivering(token: contextvars.Token[tuple[tuple[Delivery, object], ...]]) -> None:
-    """Undo :func:`start_delivering` (in the same context)."""
-    _DELIVERING.reset(token)
+def stop_delivering(delivery: Delivery) -> None:
+    """Undo :func:`start_delivering` in this context; idempotent.
 
-
-@contextlib.contextmanager
-def delivering(delivery: Delivery) -> Iterator[None]:
-    """Record ``delivery`` as running its callbacks in this context, while the block runs."""
-    token = start_delivering(delivery)
-    try:
-        yield
-    finally:
-        stop_delivering(token)
+    By identity rather than with a ``contextvars.Token``: an interrupt may land after the
+    record was made and before its token was kept, or after the reset and before it was
+    noted; calling this again (or without the start having happened) is always right. A
+    record left behind would hold the stream for the thread's lifetime and, once
+    ``max_connections`` of them piled up, refuse every later stream on it.
+    """
+    held = _DELIVERING.get()
+    if any(d is delivery for d, _ in held):
+        _DELIVERING.set(tuple(entry for entry in held if entry[0] is not delivery))

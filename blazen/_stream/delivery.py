@@ -205,9 +205,16 @@ class Delivery:
         """
         return call_once(self._gate, call.fn, call.args)
 
-    def subscribe(self) -> list[Callable[[], None]]:
-        """Make every cancel token wake the caller; returns the unsubscribers."""
-        return [t.subscribe(self._cancelled) for t in self.tokens]
+    def subscribe(self) -> None:
+        """Make every cancel token wake the caller, until :meth:`unsubscribe`."""
+        for t in self.tokens:
+            t.subscribe(self._cancelled)
+
+    def unsubscribe(self) -> None:
+        """Undo :meth:`subscribe`; idempotent, and complete even where an interrupt cut
+        :meth:`subscribe` short (a long-lived token must not keep the stream alive)."""
+        for t in self.tokens:
+            t._discard(self._cancelled)
 
     def _cancelled(self) -> None:
         # Runs on whichever thread called cancel(), synchronously inside cancel(): once it

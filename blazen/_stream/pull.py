@@ -15,6 +15,7 @@ caller always propagates.
 from __future__ import annotations
 
 import queue
+import sys
 from collections.abc import AsyncIterator, Generator, Iterator
 from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
@@ -99,7 +100,6 @@ class ChunkStream:
         self._events: queue.SimpleQueue[WorkerEvent] = queue.SimpleQueue()
         self._delivery: Optional[Delivery] = None
         self._ops: Optional[Ops] = None
-        self._unsubscribe: list[Callable[[], None]] = []
         #: The terminal was handed out, or the stream was ended: nothing more to pull.
         self._over = False
         self.response: Optional[CompletionResponse] = None
@@ -109,16 +109,24 @@ class ChunkStream:
             msg = "a stream can be entered once: call Streaming.stream(...) again"
             raise RuntimeError(msg)
         model, req, cancel, timeout = self._args
+        # An exception the caller is handling as it enters: not an interrupt of this stream.
+        outer = sys.exc_info()[1]
         try:
             delivery = self._delivery = _open(model, req, self._events.put, cancel, timeout)
             self._ops = carry_out(delivery)
-            self._unsubscribe = delivery.subscribe()
+            delivery.subscribe()
             # Thread.start waits for the thread, and Ctrl-C may land there.
             delivery.run.start()
-        except BaseException as exc:
-            # The block is not entered, so __exit__ will not run: end the stream here.
-            self._end(how(exc))
-            raise
+        finally:
+            # The block is not entered if this raises, so __exit__ will not run: end the
+            # stream here. A finally whose first statement is a try, as in the blocking
+            # driver: Python 3.10 runs a pending signal handler at an except clause's entry.
+            try:
+                exc = sys.exc_info()[1]
+                if exc is not None and exc is not outer:
+                    self._end(how(exc))
+            except BaseException:  # a second interrupt: end it as leaving the block does
+                self.__exit__(BaseException, None, None)
         return self
 
     def __iter__(self) -> Iterator[StreamChunk]:
@@ -181,9 +189,8 @@ class ChunkStream:
         delivery = self._delivery
         if delivery is not None and not (delivery.ended and delivery.worker_gone):
             settle(delivery, None, how, new_gate())
-        for unsub in self._unsubscribe:
-            unsub()
-        self._unsubscribe = []
+        if delivery is not None:
+            delivery.unsubscribe()
 
     def close(self) -> None:
         """End the stream unless it has ended, and wait for its worker thread."""
@@ -218,8 +225,8 @@ class ChunkStream:
         delivery = getattr(self, "_delivery", None)
         if delivery is not None and not (delivery.ended and delivery.worker_gone):
             delivery.interrupt("the stream being garbage collected")
-        for unsub in getattr(self, "_unsubscribe", ()):
-            unsub()
+        if delivery is not None:
+            delivery.unsubscribe()
 
 
 class _Chunks:
@@ -281,7 +288,6 @@ class AsyncChunkStream:
         self._inbox: Optional[aio.Inbox] = None
         self._delivery: Optional[Delivery] = None
         self._ops: Optional[Ops] = None
-        self._unsubscribe: list[Callable[[], None]] = []
         self._over = False
         self.response: Optional[CompletionResponse] = None
 
@@ -293,7 +299,7 @@ class AsyncChunkStream:
         inbox = self._inbox = aio.Inbox()
         delivery = self._delivery = _open(model, req, inbox.put, cancel, timeout)
         self._ops = carry_out(delivery, aio.interrupts)
-        self._unsubscribe = delivery.subscribe()
+        delivery.subscribe()
         # blazen's starter thread starts the worker: the loop does not wait for Thread.start.
         start_soon(delivery.run)
         return self
@@ -351,9 +357,8 @@ class AsyncChunkStream:
                 return None
             return await aio.settle(delivery, inbox, how)
         finally:
-            for unsub in self._unsubscribe:
-                unsub()
-            self._unsubscribe = []
+            if delivery is not None:
+                delivery.unsubscribe()
 
     async def aclose(self) -> None:
         """End the stream unless it has ended, and wait for its worker thread.
@@ -372,8 +377,7 @@ class AsyncChunkStream:
         delivery = getattr(self, "_delivery", None)
         if delivery is not None and not getattr(self, "_over", True):
             delivery.interrupt("the stream being garbage collected")
-            for unsub in self._unsubscribe:
-                unsub()
+            delivery.unsubscribe()
 
 
 class _AsyncChunks:
