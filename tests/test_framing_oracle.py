@@ -183,6 +183,9 @@ _event = st.one_of(
     # The plain forms, as servers send them, most of the time.
     st.builds(lambda t: [b"data: {" + t + b"}"], _text),
     st.builds(lambda n, t: [b"event: " + n, b"data: {" + t + b"}"], _name, _text),
+    # Near the plain forms: data that may be empty, or fields that look alike.
+    st.builds(lambda n, t: [b"event: " + n, b"data: " + t], _name, _text),
+    st.builds(lambda t: [b"data: " + t], _text),
     st.lists(_line, min_size=0, max_size=4),
 )
 _ending = st.sampled_from([b"\n", b"\n", b"\r\n", b"\r"])
@@ -212,6 +215,9 @@ def streams(draw: st.DrawFn) -> list[bytes]:
 @example([b"data: a\n\n", b"data: b\r", b"\n\r\n"])
 @example([b"\xef", b"\xbb", b"\xbfdata: x\n\n"])
 @example([b"event: e\ndata: \xff\n\ndata: ok\n\n"])
+# A read that opens with a named event is read by the named-event loop, to its end.
+@example([b"event: a\ndata: x\n\nevent: b\ndata: \n\nevent: \ndata: y\n\n"])
+@example([b"event: a\ndata: x\n\n\n\ndata: z\n\nevent: c\n\n: ping\n\nevent: d\ndata: w\n"])
 @example([b"data: ok\n\ndata: \xe2\x82"])
 def test_the_framer_yields_and_raises_exactly_as_sseclient_py(chunks):
     """Events and the error (its place and its text) are sseclient-py's, cut anywhere."""
