@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import logging
 import queue
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -286,14 +287,22 @@ def embed_blocking(
     job = _Embedding(model, wire, batches, name, dimensions, workers)
     tokens = tokens_for(cancel)
     unsubscribe = [t.subscribe(lambda: job.events.put(_CANCEL)) for t in tokens]
+    # An exception the caller is handling while it calls: not an interrupt of this one.
+    outer = sys.exc_info()[1]
     try:
         for thread in job.threads:
             thread.start()
         results = _collect(job, tokens, total)
-    except BaseException:
-        job.stop()
-        raise
     finally:
+        # A finally whose first statement is a try, not an except: Python 3.10 runs a
+        # pending signal handler at an except clause's entry, and a second Ctrl-C there
+        # skipped the stop (the workers went on waiting on their connections).
+        try:
+            leaving = sys.exc_info()[1]
+            if leaving is not None and leaving is not outer:
+                job.stop()
+        except BaseException:  # a second interrupt: stop all the same (idempotent)
+            job.stop()
         for unsub in unsubscribe:
             unsub()
         _join(job)

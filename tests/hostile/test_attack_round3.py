@@ -381,6 +381,60 @@ def test_a_second_interrupt_microseconds_after_the_first_still_leaves_one_termin
     assert token._callbacks == []
 
 
+@pytest.mark.skipif(
+    not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
+    reason="POSIX interval timers on the main thread",
+)
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_second_interrupt_microseconds_after_the_first_still_stops_an_embedding(unraisables):
+    """``model.embed`` over a server that never answers, hit by two SIGALRMs 1-30 us apart.
+
+    On Python 3.10 the second could land at the entry of the call's ``except`` clause and
+    skip the workers' stop: the call returned (its join is bounded) with its workers still
+    waiting on their connections, for as long as the server held them.
+    """
+    import random
+
+    fired = [0]
+
+    def on_alarm(signum, frame):
+        fired[0] += 1
+        if fired[0] > 2:
+            return
+        if fired[0] == 2:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        raise Deadline("again")
+
+    rnd = random.Random(4)
+    saved = signal.getsignal(signal.SIGALRM)
+    signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with StreamServer(default=Reply(body=[Stall()], raw=True)) as server:
+            model = _model(server.base_url)
+            for _attempt in range(400):
+                fired[0] = 0
+                try:
+                    try:
+                        signal.setitimer(
+                            signal.ITIMER_REAL, rnd.uniform(0.003, 0.006), rnd.uniform(1e-6, 3e-5)
+                        )
+                        model.embed(["a", "b"], batch_size=1, concurrency=2)
+                    finally:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+                except Deadline:
+                    pass
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(
+                t.name == "blazen-embed" for t in threading.enumerate()
+            ):
+                time.sleep(0.02)
+            left = [t for t in threading.enumerate() if t.name == "blazen-embed"]
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, saved)
+    assert left == []
+
+
 def _reached_the_stream(exc: BaseException) -> bool:
     """Whether an interrupt (or the one it interrupted) got inside the stream's set-up.
 
