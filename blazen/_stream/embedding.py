@@ -31,6 +31,7 @@ from ..errors import (
     TimeoutError,
     UnsupportedError,
 )
+from .worker import start_elsewhere
 
 if TYPE_CHECKING:
     from .model import ChatModel
@@ -123,6 +124,30 @@ class _Embedding:
             for a in self.aborts
         ]
         self.stopped = False
+
+    def start(self) -> None:
+        """Start the workers; called on blazen's starter thread (see ``start_elsewhere``).
+
+        A worker not started (the call already stopped, or no thread could be started)
+        counts as finished, so the caller's count of running workers still reaches zero.
+        """
+        for thread in self.threads:
+            if self.stopped:
+                self.events.put(_FINISHED)
+                continue
+            try:
+                thread.start()
+            except RuntimeError as exc:  # "can't start new thread"
+                self.events.put(
+                    (
+                        -1,
+                        InternalError(
+                            f"blazen could not start an embedding worker thread ({exc}); the "
+                            "process may have too many threads"
+                        ),
+                    )
+                )
+                self.events.put(_FINISHED)
 
     def stop(self) -> None:
         """Tear every open connection down; workers take no further batch."""
@@ -290,8 +315,9 @@ def embed_blocking(
     # An exception the caller is handling while it calls: not an interrupt of this one.
     outer = sys.exc_info()[1]
     try:
-        for thread in job.threads:
-            thread.start()
+        # Started on blazen's starter thread: Thread.start's hand-off is not safe against
+        # a signal (Ctrl-C), which only ever lands on the main thread.
+        start_elsewhere(job)
         results = _collect(job, tokens, total)
     finally:
         # A finally whose first statement is a try, not an except: Python 3.10 runs a

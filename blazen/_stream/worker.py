@@ -17,7 +17,7 @@ import os
 import queue
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from .._http import Abort
 from .._kit import StreamState
@@ -29,10 +29,17 @@ from .exchange import Exchange
 if TYPE_CHECKING:
     from .model import ChatModel
 
-__all__ = ["Phase", "StreamWorker", "start_soon"]
+__all__ = ["Phase", "Startable", "StreamWorker", "start_elsewhere", "start_soon"]
 
-# Runs waiting to be started by the starter thread (see start_soon).
-_to_start: queue.SimpleQueue[StreamWorker] = queue.SimpleQueue()
+
+class Startable(Protocol):
+    """What the starter thread starts: a stream's worker, an embedding's workers."""
+
+    def start(self) -> None: ...
+
+
+# What waits to be started by the starter thread (see start_soon).
+_to_start: queue.SimpleQueue[Startable] = queue.SimpleQueue()
 _starter_lock = threading.Lock()
 _starter: list[threading.Thread] = []  # the running starter, if any
 #: How long the starter waits for more work before it exits.
@@ -47,8 +54,19 @@ def start_soon(run: StreamWorker) -> None:
     application's executor, which may be busy for seconds. One daemon thread starts the
     workers in order and exits after :data:`STARTER_IDLE` seconds without work.
     """
-    _to_start.put(run)
+    start_elsewhere(run)
     run.queued = True
+
+
+def start_elsewhere(job: Startable) -> None:
+    """Have blazen's starter thread call ``job.start()``; return at once.
+
+    Also for a caller on the main thread: no signal handler runs on the starter, and
+    ``Thread.start``'s hand-off (a Python-level ``Condition``) is not safe against one (a
+    second Ctrl-C there can leave its lock taken, or raise "release unlocked lock").
+    ``job.start()`` must not raise.
+    """
+    _to_start.put(job)
     with _starter_lock:
         if not _starter:
             starter = threading.Thread(target=_start_workers, name="blazen-starter", daemon=True)

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -249,6 +250,24 @@ class Deadline(BaseException):
     """
 
 
+def _pressed_twice(fired: list[int]) -> Callable[[int, object], None]:
+    """A SIGALRM handler that raises :class:`Deadline` at the first two alarms only.
+
+    It stops the interval timer at the second; a third already on its way is ignored.
+    ``fired[0]`` counts the alarms (the test sets it back to 0 before each call).
+    """
+
+    def on_alarm(signum: int, frame: object) -> None:
+        fired[0] += 1
+        if fired[0] > 2:
+            return
+        if fired[0] == 2:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        raise Deadline("again")
+
+    return on_alarm
+
+
 @pytest.mark.skipif(
     not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
     reason="POSIX interval timers on the main thread",
@@ -267,12 +286,7 @@ def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal
     import random
 
     fired = [0]
-
-    def on_alarm(signum, frame):
-        fired[0] += 1
-        if fired[0] >= 2:  # the second press: no third
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        raise Deadline("again")
+    on_alarm = _pressed_twice(fired)
 
     body = [part for event in openai_sse(list("abc")) for part in (event, Pause(0.001))]
     rnd = random.Random(1)
@@ -331,14 +345,7 @@ def test_a_second_interrupt_microseconds_after_the_first_still_leaves_one_termin
     from blazen._stream import checks
 
     fired = [0]
-
-    def on_alarm(signum, frame):
-        fired[0] += 1
-        if fired[0] > 2:  # a third already on its way when the timer was stopped
-            return
-        if fired[0] == 2:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        raise Deadline("again")
+    on_alarm = _pressed_twice(fired)
 
     token = blazen.CancelToken()  # outlives every stream, as a worker's own token would
     body = [openai_sse(["a"])[0], Pause(30.0)]
@@ -396,14 +403,7 @@ def test_a_second_interrupt_microseconds_after_the_first_still_stops_an_embeddin
     import random
 
     fired = [0]
-
-    def on_alarm(signum, frame):
-        fired[0] += 1
-        if fired[0] > 2:
-            return
-        if fired[0] == 2:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        raise Deadline("again")
+    on_alarm = _pressed_twice(fired)
 
     rnd = random.Random(4)
     saved = signal.getsignal(signal.SIGALRM)
