@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
-from .delivery import ChunkCallback, DoneCallback, ErrorCallback
+from .delivery import (
+    INTERRUPT_RETRIES,
+    ChunkCallback,
+    DoneCallback,
+    ErrorCallback,
+    call_once,
+    new_gate,
+)
 from .lifecycle import init, shutdown
 from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SWITCH_ON",
+    "INTERRUPT_RETRIES",
     "AnySink",
     "ChatModel",
     "ChunkCallback",
@@ -42,12 +50,14 @@ __all__ = [
     "Sink",
     "Streaming",
     "SwitchOn",
+    "call_once",
     "cancel_safe",
     "check_callable",
     "check_controls",
     "check_request",
     "init",
     "is_sink",
+    "new_gate",
     "revive",
     "shutdown",
     "sink_callbacks",

@@ -19,12 +19,13 @@ import contextlib
 import functools
 import inspect
 import queue
-from collections.abc import Sequence
+import sys
+from collections.abc import Iterator, Sequence
 from typing import Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._llm import Llm
-from .._stream import ChatModel, Streaming, cancel_safe
+from .._stream import INTERRUPT_RETRIES, ChatModel, Streaming, call_once, cancel_safe, new_gate
 from .._telemetry import PROVIDER_NAMES, current_context, operation_span
 from .._types import ChatMessage, CompletionResponse, ServerTool, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError, ToolError
@@ -217,6 +218,9 @@ class Agent:
             timeout=timeout,
         )
         error: Optional[BlazenError] = None
+        gate = new_gate()  # the terminal of an interrupted run: made at most once
+        # An exception the caller is handling while it calls: not an interrupt of this run.
+        outer = sys.exc_info()[1]
         try:
             with operation_span("invoke_agent", self._span_attributes()):
                 result = self._drive(run)
@@ -224,22 +228,25 @@ class Agent:
             # The run's own errors (a tool's, a callback's, max_iterations) mask the
             # model's keys as its streams' errors do.
             error = self.model.scrub(failed.error)
-        except KeyboardInterrupt:
-            run.close(failed=True)
-            if on_error is not None:
-                err = run.stream_error or CancelledError("the agent run was interrupted (Ctrl-C)")
-                on_error(err)
-            raise
-        except Exception:
-            raise
-        except BaseException as exc:
-            # A tool's SystemExit (or another BaseException): the run ends with one
-            # terminal, then the exception goes on up, as the process asked.
-            run.close(failed=True)
-            if on_error is not None:
-                on_error(_stopped_by(exc))
-            raise
         finally:
+            # Ctrl-C, or a tool's SystemExit (or another BaseException): the run ends with
+            # one terminal, then the exception goes on up, as the process asked. As in the
+            # stream drivers: a finally whose first statement is a try (Python 3.10 runs a
+            # pending signal handler at an except clause's entry), an idempotent step
+            # retried when a second interrupt lands in it, the terminal through a one-shot
+            # gate. An Exception other than the run's own propagates with no terminal.
+            try:
+                for _ in INTERRUPT_RETRIES:
+                    try:
+                        _end_interrupted(run, on_error, gate, outer, KeyboardInterrupt)
+                        break
+                    except BaseException:  # the next try starts the step over
+                        continue
+            except BaseException:  # landed on the loop's jump back: one try more
+                try:  # noqa: SIM105
+                    _end_interrupted(run, on_error, gate, outer, KeyboardInterrupt)
+                except BaseException:
+                    pass
             run.close(failed=error is not None)
         if error is not None:
             if on_error is None:
@@ -365,6 +372,8 @@ class Agent:
             timeout=timeout,
         )
         error: Optional[BlazenError] = None
+        gate = new_gate()  # the terminal of an interrupted run: made at most once
+        outer = sys.exc_info()[1]
         try:
             with operation_span("invoke_agent", self._span_attributes()):
                 result = await self._drive_async(run)
@@ -372,20 +381,22 @@ class Agent:
             # The run's own errors (a tool's, a callback's, max_iterations) mask the
             # model's keys as its streams' errors do.
             error = self.model.scrub(failed.error)
-        except asyncio.CancelledError:
-            run.close(failed=True)
-            if on_error is not None:
-                err = run.stream_error or CancelledError("the agent run's task was cancelled")
-                await _call(on_error, err)
-            raise
-        except Exception:
-            raise
-        except BaseException as exc:
-            run.close(failed=True)
-            if on_error is not None:
-                await _call(on_error, _stopped_by(exc))
-            raise
         finally:
+            # The task's cancellation (or a BaseException): one terminal, then it goes on
+            # up; see run(). A second cancel while the terminal is awaited is absorbed.
+            try:
+                for _ in INTERRUPT_RETRIES:
+                    try:
+                        for value in _end_interrupted(
+                            run, on_error, gate, outer, asyncio.CancelledError
+                        ):
+                            if inspect.isawaitable(value):
+                                await value
+                        break
+                    except BaseException:  # the next try starts the step over
+                        continue
+            except BaseException:  # landed on the loop's jump back: the gate decides
+                pass
             run.close(failed=error is not None)
         if error is not None:
             if on_error is None:
@@ -477,6 +488,37 @@ async def _call(fn: Callable[..., Any], *args: Any) -> None:
     value = fn(*args)
     if inspect.isawaitable(value):
         await value
+
+
+def _end_interrupted(
+    run: AgentRun,
+    on_error: Optional[Callable[[BlazenError], Any]],
+    gate: Iterator[bool],
+    outer: Optional[BaseException],
+    cancelled: type[BaseException],
+) -> list[Any]:
+    """If a BaseException is leaving the run: close it failed and make its one terminal.
+
+    ``cancelled`` is the interrupt that ends it as cancelled (Ctrl-C for :meth:`Agent.run`,
+    the task's cancellation for :meth:`Agent.run_async`); any other BaseException ends it
+    with :func:`_stopped_by`. Idempotent: the terminal goes through ``gate``. Returns
+    ``[what on_error returned]`` when it was called now, else ``[]``.
+    """
+    exc = sys.exc_info()[1]
+    if exc is None or exc is outer or isinstance(exc, Exception):
+        return []
+    run.close(failed=True)
+    if on_error is None:
+        return []
+    if isinstance(exc, cancelled):
+        if cancelled is KeyboardInterrupt:
+            message = "the agent run was interrupted (Ctrl-C)"
+        else:
+            message = "the agent run's task was cancelled"
+        err: BlazenError = run.stream_error or CancelledError(message)
+    else:
+        err = _stopped_by(exc)
+    return call_once(gate, on_error, (err,))
 
 
 def _stopped_by(exc: BaseException) -> ToolError:
