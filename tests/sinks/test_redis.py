@@ -208,11 +208,26 @@ def test_a_redis_restart_mid_stream_fails_the_producer_and_its_reader(served, tm
     try:
         server.add(Reply.sse(openai_sse(["a", "b", "c"])))
         client, key = own.client(), new_key()
-        got = []
-        reader = threading.Thread(target=lambda: got.append(_outcome(own.client(), key, 3.0)))
+        got: list[object] = []
+        seen = threading.Event()
+
+        def read() -> None:
+            try:
+                for _event in follow(own.client(), key, timeout=30, stale_after=3.0):
+                    seen.set()
+            except blazen.BlazenError as err:
+                got.append(err)
+            else:
+                got.append(None)
+
+        reader = threading.Thread(target=read)
         reader.start()
 
         def restart():
+            # Once the reader has the stream: restarted before it read anything, the stream
+            # is one not begun yet to it, which it waits for (bounded by its timeout only).
+            # A loaded machine (CI's 3.10 run) once started the reader that late.
+            seen.wait(10)
             own.kill()
             own.start()
 
