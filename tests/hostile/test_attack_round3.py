@@ -8,6 +8,8 @@ function, a decorator that hides ``async def``, tuple arithmetic on a snapshot).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import inspect
 import json
 import signal
@@ -16,7 +18,8 @@ import sys
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any, Optional
 
 import pytest
 
@@ -254,7 +257,7 @@ def _pressed_twice(fired: list[int]) -> Callable[[int, object], None]:
     """A SIGALRM handler that raises :class:`Deadline` at the first two alarms only.
 
     It stops the interval timer at the second; a third already on its way is ignored.
-    ``fired[0]`` counts the alarms (the test sets it back to 0 before each call).
+    ``fired[0]`` counts the alarms (:func:`_strike` sets it back to 0 before each call).
     """
 
     def on_alarm(signum: int, frame: object) -> None:
@@ -268,66 +271,108 @@ def _pressed_twice(fired: list[int]) -> Callable[[int, object], None]:
     return on_alarm
 
 
-@pytest.mark.skipif(
-    not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
-    reason="POSIX interval timers on the main thread",
-)
-# A signal landing in a collector's weakref callback is "ignored" by Python itself (reported
-# as unraisable): it never reached blazen, so it is no failure of this test.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal(unraisables):
-    """Ctrl-C pressed twice (here: two SIGALRMs 0.7 ms apart) still gives on_error exactly once.
-
-    The handler already waits for the worker "even through a second interrupt"; a second
-    one landing in ``delivery.interrupt()`` (the socket shutdown) skips the terminal.
-    The callbacks are C methods (list.append, dict.__setitem__), so a signal cannot land
-    inside them: a missing terminal was never called.
-    """
-    import random
-
+@contextlib.contextmanager
+def _alarms() -> Iterator[list[int]]:
+    """SIGALRM raises :class:`Deadline` twice per :func:`_strike` inside the block."""
     fired = [0]
-    on_alarm = _pressed_twice(fired)
-
-    body = [part for event in openai_sse(list("abc")) for part in (event, Pause(0.001))]
-    rnd = random.Random(1)
     saved = signal.getsignal(signal.SIGALRM)
-    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGALRM, _pressed_twice(fired))
     try:
-        with StreamServer(default=Reply.sse(body)) as server:
-            model = _model(server.base_url)
-            for attempt in range(300):
-                errors: list[object] = []
-                dones: dict[str, object] = {}
-                fired[0] = 0
-                underway = True
-                try:
-                    try:
-                        signal.setitimer(signal.ITIMER_REAL, rnd.uniform(0.001, 0.006), 0.0007)
-                        Streaming.complete(
-                            model, REQ, on_done=dones.__setitem__, on_error=errors.append
-                        )
-                    finally:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                except Deadline as exc:
-                    underway = _reached_the_stream(exc)
-                terminals = len(errors) + len(dones)
-                if underway:
-                    assert terminals == 1, f"attempt {attempt}: {errors} {dones}"
-                else:
-                    # Both presses landed before the stream was set up (a loaded machine
-                    # can delay the call past the timer): the call never began, as if its
-                    # arguments had been refused, and nothing is owed.
-                    assert terminals == 0, f"attempt {attempt}: {errors} {dones}"
+        yield fired
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, saved)
 
 
-@pytest.mark.skipif(
+def _strike(
+    fired: list[int], first: float, then: float, call: Callable[[], object]
+) -> Optional[Deadline]:
+    """``call()`` with an alarm ``first`` seconds in and a second ``then`` seconds after it.
+
+    Returns the :class:`Deadline` that came out of the call, or None if it ended by itself
+    (both alarms struck where Python ignores them, such as a collector's callback).
+    """
+    fired[0] = 0
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, first, then)
+            call()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except Deadline as exc:
+        return exc
+    return None
+
+
+_ON_THE_MAIN_THREAD = pytest.mark.skipif(
     not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
     reason="POSIX interval timers on the main thread",
 )
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+# A signal landing in a collector's weakref callback is "ignored" by Python itself (reported
+# as unraisable): it never reached blazen, so it is no failure of these tests.
+_IGNORED_BY_PYTHON = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+def _one_terminal_each(
+    model: blazen.ChatModel,
+    attempts: int,
+    first: Callable[[], float],
+    then: Callable[[], float],
+    **stream: Any,
+) -> list[str]:
+    """Streams struck twice: the attempts that did not end with exactly the terminals owed.
+
+    One terminal once an interrupt got inside the stream's set-up; none if both landed
+    before it (a loaded machine can delay the call past the timer): the call never began,
+    as if its arguments had been refused. The callbacks are C methods (``list.append``,
+    ``dict.__setitem__``), so no signal lands inside them: a missing terminal was never
+    called.
+    """
+    wrong: list[str] = []
+    with _alarms() as fired:
+        for attempt in range(attempts):
+            errors: list[object] = []
+            dones: dict[str, object] = {}
+            struck = _strike(
+                fired,
+                first(),
+                then(),
+                functools.partial(
+                    Streaming.complete,
+                    model,
+                    REQ,
+                    on_done=dones.__setitem__,
+                    on_error=errors.append,
+                    **stream,
+                ),
+            )
+            owed = 1 if struck is None or _reached_the_stream(struck) else 0
+            if len(errors) + len(dones) != owed:
+                wrong.append(f"attempt {attempt}: {errors} {dones}")
+    return wrong
+
+
+@_ON_THE_MAIN_THREAD
+@_IGNORED_BY_PYTHON
+def test_a_second_interrupt_while_the_first_is_handled_still_leaves_one_terminal(unraisables):
+    """Ctrl-C pressed twice (here: two SIGALRMs 0.7 ms apart) still gives on_error exactly once.
+
+    The handler already waits for the worker "even through a second interrupt"; a second
+    one landing in ``delivery.interrupt()`` (the socket shutdown) skips the terminal.
+    """
+    import random
+
+    body = [part for event in openai_sse(list("abc")) for part in (event, Pause(0.001))]
+    rnd = random.Random(1)
+    with StreamServer(default=Reply.sse(body)) as server:
+        wrong = _one_terminal_each(
+            _model(server.base_url), 300, lambda: rnd.uniform(0.001, 0.006), lambda: 0.0007
+        )
+    assert wrong == []
+
+
+@_ON_THE_MAIN_THREAD
+@_IGNORED_BY_PYTHON
 def test_a_second_interrupt_microseconds_after_the_first_still_leaves_one_terminal(unraisables):
     """Two SIGALRMs 1-30 us apart, the first while the stream waits for its server.
 
@@ -344,55 +389,24 @@ def test_a_second_interrupt_microseconds_after_the_first_still_leaves_one_termin
 
     from blazen._stream import checks
 
-    fired = [0]
-    on_alarm = _pressed_twice(fired)
-
     token = blazen.CancelToken()  # outlives every stream, as a worker's own token would
     body = [openai_sse(["a"])[0], Pause(5.0)]
     rnd = random.Random(3)
-    saved = signal.getsignal(signal.SIGALRM)
-    signal.signal(signal.SIGALRM, on_alarm)
-    lost: list[str] = []
-    try:
-        with StreamServer(default=Reply.sse(body)) as server:
-            model = _model(server.base_url)
-            for attempt in range(600):
-                errors: list[object] = []
-                dones: dict[str, object] = {}
-                fired[0] = 0
-                underway = True
-                try:
-                    try:
-                        signal.setitimer(
-                            signal.ITIMER_REAL, rnd.uniform(0.004, 0.008), rnd.uniform(1e-6, 3e-5)
-                        )
-                        Streaming.complete(
-                            model,
-                            REQ,
-                            on_done=dones.__setitem__,
-                            on_error=errors.append,
-                            cancel=token,
-                        )
-                    finally:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                except Deadline as exc:
-                    underway = _reached_the_stream(exc)
-                terminals = len(errors) + len(dones)
-                if terminals != (1 if underway else 0):
-                    lost.append(f"attempt {attempt}: {errors} {dones}")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, saved)
-    assert lost == []
+    with StreamServer(default=Reply.sse(body)) as server:
+        wrong = _one_terminal_each(
+            _model(server.base_url),
+            600,
+            lambda: rnd.uniform(0.004, 0.008),
+            lambda: rnd.uniform(1e-6, 3e-5),
+            cancel=token,
+        )
+    assert wrong == []
     assert checks._DELIVERING.get() == ()
     assert token._callbacks == []
 
 
-@pytest.mark.skipif(
-    not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
-    reason="POSIX interval timers on the main thread",
-)
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@_ON_THE_MAIN_THREAD
+@_IGNORED_BY_PYTHON
 def test_a_second_interrupt_microseconds_after_the_first_still_stops_an_embedding(unraisables):
     """``model.embed`` over a server that never answers, hit by two SIGALRMs 1-30 us apart.
 
@@ -402,89 +416,50 @@ def test_a_second_interrupt_microseconds_after_the_first_still_stops_an_embeddin
     """
     import random
 
-    fired = [0]
-    on_alarm = _pressed_twice(fired)
-
     rnd = random.Random(4)
-    saved = signal.getsignal(signal.SIGALRM)
-    signal.signal(signal.SIGALRM, on_alarm)
-    try:
-        with StreamServer(default=Reply(body=[Stall()], raw=True)) as server:
-            model = _model(server.base_url)
-            for _attempt in range(400):
-                fired[0] = 0
-                try:
-                    try:
-                        signal.setitimer(
-                            signal.ITIMER_REAL, rnd.uniform(0.003, 0.006), rnd.uniform(1e-6, 3e-5)
-                        )
-                        model.embed(["a", "b"], batch_size=1, concurrency=2, timeout=3.0)
-                    finally:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                except Deadline:
-                    pass
-                except blazen.TimeoutError:
-                    pass  # both alarms landed where Python ignores them (a collector's callback)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and any(
-                t.name == "blazen-embed" for t in threading.enumerate()
-            ):
-                time.sleep(0.02)
-            left = [t for t in threading.enumerate() if t.name == "blazen-embed"]
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, saved)
+    with _alarms() as fired, StreamServer(default=Reply(body=[Stall()], raw=True)) as server:
+        model = _model(server.base_url)
+        embed = functools.partial(model.embed, ["a", "b"], batch_size=1, concurrency=2, timeout=3.0)
+        for _attempt in range(400):
+            # A TimeoutError: both alarms landed where Python ignores them.
+            with contextlib.suppress(blazen.TimeoutError):
+                _strike(fired, rnd.uniform(0.003, 0.006), rnd.uniform(1e-6, 3e-5), embed)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(
+            t.name == "blazen-embed" for t in threading.enumerate()
+        ):
+            time.sleep(0.02)
+        left = [t for t in threading.enumerate() if t.name == "blazen-embed"]
     assert left == []
 
 
-@pytest.mark.skipif(
-    not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread(),
-    reason="POSIX interval timers on the main thread",
-)
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@_ON_THE_MAIN_THREAD
+@_IGNORED_BY_PYTHON
 def test_a_second_interrupt_microseconds_after_the_first_still_ends_an_agent_run_once(unraisables):
-    """``Agent.run`` waiting on its model, hit by two SIGALRMs 1-30 us apart: exactly one of
-    ``on_done`` / ``on_error`` for the run, as for one stream.
+    """``Agent.run`` waiting on its model, hit by two SIGALRMs: exactly one of ``on_done`` /
+    ``on_error`` for the run, as for one stream.
 
     Its ``except`` clause called ``on_error`` directly: a second interrupt anywhere in it
-    (on Python 3.10 also at its entry) ended the run with no terminal.
+    (on Python 3.10 also at its entry) ended the run with no terminal. The second alarm
+    comes up to 3 ms after the first: the first's ending climbs through the stream's own
+    driver before the run's.
     """
     import random
 
-    fired = [0]
-    on_alarm = _pressed_twice(fired)
     body = [openai_sse(["a"])[0], Pause(5.0)]
     rnd = random.Random(6)
-    saved = signal.getsignal(signal.SIGALRM)
-    signal.signal(signal.SIGALRM, on_alarm)
-    lost: list[str] = []
-    try:
-        with StreamServer(default=Reply.sse(body)) as server:
-            agent = blazen.Agent(_model(server.base_url))
-            for attempt in range(400):
-                errors: list[object] = []
-                dones: list[object] = []
-                fired[0] = 0
-                underway = True
-                try:
-                    try:
-                        # The second alarm up to 3 ms later: the first's ending climbs
-                        # through the stream's own driver before the run's.
-                        signal.setitimer(
-                            signal.ITIMER_REAL, rnd.uniform(0.004, 0.008), rnd.uniform(1e-6, 3e-3)
-                        )
-                        agent.run("hi", on_done=dones.append, on_error=errors.append)
-                    finally:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
-                except Deadline as exc:
-                    underway = _reached_the_try(exc, blazen.Agent.run)
-                terminals = len(errors) + len(dones)
-                if terminals != (1 if underway else 0):
-                    lost.append(f"attempt {attempt}: {errors} {dones}")
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, saved)
-    assert lost == []
+    wrong: list[str] = []
+    with _alarms() as fired, StreamServer(default=Reply.sse(body)) as server:
+        agent = blazen.Agent(_model(server.base_url))
+        for attempt in range(400):
+            errors: list[object] = []
+            dones: list[object] = []
+            run = functools.partial(agent.run, "hi", on_done=dones.append, on_error=errors.append)
+            struck = _strike(fired, rnd.uniform(0.004, 0.008), rnd.uniform(1e-6, 3e-3), run)
+            owed = 1 if struck is None or _reached_the_try(struck, blazen.Agent.run) else 0
+            if len(errors) + len(dones) != owed:
+                wrong.append(f"attempt {attempt}: {errors} {dones}")
+    assert wrong == []
 
 
 def _reached_the_stream(exc: BaseException) -> bool:
