@@ -11,6 +11,7 @@ exits.
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import enum
 import os
@@ -41,7 +42,7 @@ class Startable(Protocol):
 # What waits to be started by the starter thread (see start_soon).
 _to_start: queue.SimpleQueue[Startable] = queue.SimpleQueue()
 _starter_lock = threading.Lock()
-_starter: list[threading.Thread] = []  # the running starter, if any
+_starter: list[bool] = []  # [True] while a starter thread runs
 #: How long the starter waits for more work before it exits.
 STARTER_IDLE = 5.0
 
@@ -69,24 +70,33 @@ def start_elsewhere(job: Startable) -> None:
     _to_start.put(job)
     with _starter_lock:
         if not _starter:
-            starter = threading.Thread(target=_start_workers, name="blazen-starter", daemon=True)
-            _starter.append(starter)
-            starter.start()
+            # Started with _thread, not threading.Thread: its start has no hand-off for a
+            # signal to break (one that left the hand-off's lock taken would have stuck the
+            # starter before it began, and every later stream with it). Marked running
+            # only once started: an interrupt in between costs at most a second starter.
+            _thread.start_new_thread(_start_workers, ())
+            _starter.append(True)
 
 
 def _start_workers() -> None:
-    while True:
-        try:
-            run = _to_start.get(timeout=STARTER_IDLE)
-        except queue.Empty:
-            with _starter_lock:
-                # A thread queued before this lock was taken is still ours to start.
-                if _to_start.empty():
-                    _starter.clear()
-                    return
-            continue
-        run.start()
-        del run  # not kept alive (its loop, its text) while the starter idles
+    try:
+        while True:
+            try:
+                run = _to_start.get(timeout=STARTER_IDLE)
+            except queue.Empty:
+                with _starter_lock:
+                    # A thread queued before this lock was taken is still ours to start.
+                    if _to_start.empty():
+                        _starter.clear()
+                        return
+                continue
+            run.start()
+            del run  # not kept alive (its loop, its text) while the starter idles
+    except BaseException:
+        # Never expected (each start ends its own failures): the next call starts a new one.
+        with _starter_lock:
+            _starter.clear()
+        raise
 
 
 def _forget_starter() -> None:
