@@ -22,6 +22,7 @@ from .delivery import (
     DoneCallback,
     ErrorCallback,
     call_once,
+    leaving,
     new_gate,
 )
 from .lifecycle import init, shutdown
@@ -57,6 +58,7 @@ __all__ = [
     "check_request",
     "init",
     "is_sink",
+    "leaving",
     "new_gate",
     "revive",
     "shutdown",

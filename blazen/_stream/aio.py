@@ -23,6 +23,7 @@ from .delivery import (
     Delivery,
     DoneCallback,
     ErrorCallback,
+    leaving,
     not_started,
 )
 from .driving import Ended, Need, Returned, carry_out, is_interrupt
@@ -156,8 +157,8 @@ async def complete_async(
         # in the blocking driver: Python 3.10 runs a pending signal handler at the entry
         # of an except clause, and a second Ctrl-C there skipped the terminal.
         try:
-            exc = sys.exc_info()[1]
-            if exc is not None and exc is not outer:
+            exc = leaving(outer)
+            if exc is not None:
                 if isinstance(exc, GeneratorExit):
                     # The coroutine is being closed (a pending task collected, its loop
                     # gone): nothing may be awaited now. End the stream and say its

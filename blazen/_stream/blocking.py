@@ -23,6 +23,7 @@ from .delivery import (
     DoneCallback,
     ErrorCallback,
     call_once,
+    leaving,
     new_gate,
     not_started,
 )
@@ -120,8 +121,8 @@ def _finish(
     unsubscribe, forget the delivery and wait for the worker. Idempotent, so a retry after
     an interrupt anywhere in it finishes it.
     """
-    exc = sys.exc_info()[1]
-    if exc is not None and exc is not outer:
+    exc = leaving(outer)
+    if exc is not None:
         settle(delivery, on_error, how(exc), unstarted)
     if delivery is not None:
         delivery.unsubscribe()

@@ -60,6 +60,7 @@ __all__ = [
     "DoneCallback",
     "ErrorCallback",
     "call_once",
+    "leaving",
     "new_gate",
     "not_started",
 ]
@@ -94,6 +95,16 @@ def call_once(gate: Iterator[bool], fn: Callable[..., Any], args: tuple[Any, ...
     where an interrupt loses the terminal; set just after, one where it doubles it.
     """
     return list(starmap(fn, compress((args,), gate)))
+
+
+def leaving(outer: Optional[BaseException]) -> Optional[BaseException]:
+    """In a ``finally``: the exception leaving it, or None if none is.
+
+    ``outer`` is what ``sys.exc_info()`` gave as the function began: an exception the
+    caller was handling when it called, which is no interrupt of this call.
+    """
+    exc = sys.exc_info()[1]
+    return None if exc is outer else exc
 
 
 def not_started(how: str) -> CancelledError:

@@ -31,6 +31,7 @@ from ..errors import (
     TimeoutError,
     UnsupportedError,
 )
+from .delivery import leaving
 from .worker import start_elsewhere
 
 if TYPE_CHECKING:
@@ -324,8 +325,7 @@ def embed_blocking(
         # pending signal handler at an except clause's entry, and a second Ctrl-C there
         # skipped the stop (the workers went on waiting on their connections).
         try:
-            leaving = sys.exc_info()[1]
-            if leaving is not None and leaving is not outer:
+            if leaving(outer) is not None:
                 job.stop()
         except BaseException:  # a second interrupt: stop all the same (idempotent)
             job.stop()

@@ -33,7 +33,7 @@ from ..errors import BlazenError
 from . import aio
 from .blocking import advance, how, settle
 from .checks import check_reentry
-from .delivery import INTERRUPT_RETRIES, Delivery, new_gate
+from .delivery import INTERRUPT_RETRIES, Delivery, leaving, new_gate
 from .driving import Ended, Need, carry_out
 from .events import WorkerEvent
 from .worker import start_soon
@@ -122,8 +122,8 @@ class ChunkStream:
             # stream here. A finally whose first statement is a try, as in the blocking
             # driver: Python 3.10 runs a pending signal handler at an except clause's entry.
             try:
-                exc = sys.exc_info()[1]
-                if exc is not None and exc is not outer:
+                exc = leaving(outer)
+                if exc is not None:
                     self._end(how(exc))
             except BaseException:  # a second interrupt: end it as leaving the block does
                 self.__exit__(BaseException, None, None)

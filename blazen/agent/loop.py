@@ -25,7 +25,15 @@ from typing import Any, Callable, Optional, Union
 
 from .._cancel import CancelToken
 from .._llm import Llm
-from .._stream import INTERRUPT_RETRIES, ChatModel, Streaming, call_once, cancel_safe, new_gate
+from .._stream import (
+    INTERRUPT_RETRIES,
+    ChatModel,
+    Streaming,
+    call_once,
+    cancel_safe,
+    leaving,
+    new_gate,
+)
 from .._telemetry import PROVIDER_NAMES, current_context, operation_span
 from .._types import ChatMessage, CompletionResponse, ServerTool, StreamChunk, ToolCall
 from ..errors import BlazenError, CancelledError, ToolError
@@ -504,8 +512,8 @@ def _end_interrupted(
     with :func:`_stopped_by`. Idempotent: the terminal goes through ``gate``. Returns
     ``[what on_error returned]`` when it was called now, else ``[]``.
     """
-    exc = sys.exc_info()[1]
-    if exc is None or exc is outer or isinstance(exc, Exception):
+    exc = leaving(outer)
+    if exc is None or isinstance(exc, Exception):
         return []
     run.close(failed=True)
     if on_error is None:
