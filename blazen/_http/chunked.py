@@ -7,11 +7,13 @@ providers send one event per chunk, so that costs more per event than the event'
 from __future__ import annotations
 
 import http.client
+import socket
 from typing import Callable, Optional
 
 import requests
 
 from .hooks import http_response
+from .source import BodySource
 
 __all__ = ["ChunkedBody", "chunked_body"]
 
@@ -19,10 +21,14 @@ _READ_SIZE = 65536
 _MAX_LINE = 65536
 
 
-def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
+def chunked_body(
+    resp: requests.Response, sock: Optional[socket.socket] = None
+) -> Optional[ChunkedBody]:
     """A reader for ``resp``'s chunked body, if it has one that http.client has not started.
 
-    It gives the body's bytes as sent: whoever reads them undoes any content coding.
+    It gives the body's bytes as sent: whoever reads them undoes any content coding. With
+    ``sock`` (the connection's socket, still its own), the body is read from it directly
+    once http.client's buffer is drained (see :mod:`.source`).
 
     Call it once per response and keep the reader with the response (no map from responses
     to readers: a weak map whose value holds its key never lets an entry go).
@@ -35,7 +41,7 @@ def chunked_body(resp: requests.Response) -> Optional[ChunkedBody]:
         and inner.chunk_left is None  # http.client has read none of the body
         and inner.fp is not None
     ):
-        return ChunkedBody(inner)
+        return ChunkedBody(inner, sock)
     return None
 
 
@@ -55,17 +61,19 @@ class ChunkedBody:
         "_ended",
         "_inner",
         "_left",
-        "_read1",
         "_skip",
+        "_source",
         "_trailer",
         "before_read",
         "done",
     )
 
-    def __init__(self, inner: http.client.HTTPResponse) -> None:
+    def __init__(
+        self, inner: http.client.HTTPResponse, sock: Optional[socket.socket] = None
+    ) -> None:
         assert inner.fp is not None
         self._inner = inner
-        self._read1: Callable[[int], bytes] = inner.fp.read1
+        self._source = BodySource(inner.fp, sock)
         self._buf = b""
         self._left = 0  # bytes of the current chunk's data still to come
         self._skip = 0  # bytes of the CRLF that ends a chunk's data still to come
@@ -86,7 +94,9 @@ class ChunkedBody:
             raise self._broken
         out: list[bytes] = []
         while not out and not self.done:
-            data = self._read(_READ_SIZE)
+            if self.before_read is not None:
+                self.before_read()
+            data = self._source.read1(_READ_SIZE)
             if not data:
                 raise http.client.IncompleteRead(b"")
             try:
@@ -103,7 +113,7 @@ class ChunkedBody:
     def _read(self, size: int) -> bytes:
         if self.before_read is not None:
             self.before_read()
-        return self._read1(size)
+        return self._source.read1(size)
 
     def _end(self) -> None:
         # The trailer is read only now, after the last data went out: a server trickling
@@ -112,6 +122,7 @@ class ChunkedBody:
             return
         self._ended = True
         _discard_trailer(self._trailer, self._read)
+        self._source.restore()  # before the connection can be pooled again
         self._inner.close()
 
     def _cut(self, buf: bytes, out: list[bytes]) -> None:

@@ -133,7 +133,10 @@ class Response:
         (see :mod:`.decoding`), so each socket read is one step, timed like any other.
         """
         try:
+            chunked = self._chunked
             inflater = self._inflater
+            if chunked is not None and inflater is None:
+                return chunked.read()  # an event stream as providers send it: one step
             while True:
                 pieces = self._inflating
                 if pieces is not None:
@@ -172,8 +175,10 @@ class Response:
 
     def _chunked_body(self) -> Optional[ChunkedBody]:
         if self._chunked is None:
-            # blazen decodes every body itself (read): it is framed here raw.
-            self._chunked = chunked_body(self._resp)
+            # blazen decodes every body itself (read): it is framed here raw. The socket
+            # only while the connection still owns it (not one a close-delimited answer
+            # took over).
+            self._chunked = chunked_body(self._resp, response_socket(self._resp.raw))
         return self._chunked
 
     def read_body(self, cap: int, within: Optional[float] = None) -> str:
