@@ -8,6 +8,15 @@ more wait to get it back. Once the reader's buffer is drained, nothing else will
 it, so the body is read from the socket directly; on Linux a plain TCP socket also trades
 the poll for the kernel's own receive timeout (``SO_RCVTIMEO``), the same timeout per read.
 
+One difference remains: a signal that interrupts a read restarts the kernel's timeout,
+where Python keeps one deadline over its retries, so a thread that signals kept reaching
+would wait until a timeout after the last one. No stream waits for that: its idle limit is
+the caller's own deadline, which aborts the socket; and on Linux a signal sent to the process
+goes to the main thread as a rule (which never reads a body), not to a worker.
+
+Once the socket is read directly, read the body only through :attr:`BodySource.read1`:
+http.client's reader would take a read the kernel timed out for the end of the body.
+
 A TLS socket keeps Python's timeout: with a blocking TLS socket, ``ssl`` would retry a read
 the kernel timed out for ever. So does any socket that is not the standard library's own
 (gevent's, say, which waits in its hub and would not see the kernel's timeout). Before the
