@@ -94,9 +94,7 @@ class ChunkedBody:
             raise self._broken
         out: list[bytes] = []
         while not out and not self.done:
-            if self.before_read is not None:
-                self.before_read()
-            data = self._source.read1(_READ_SIZE)
+            data = self._read(_READ_SIZE)
             if not data:
                 raise http.client.IncompleteRead(b"")
             try:

@@ -133,10 +133,7 @@ class Response:
         (see :mod:`.decoding`), so each socket read is one step, timed like any other.
         """
         try:
-            chunked = self._chunked
             inflater = self._inflater
-            if chunked is not None and inflater is None:
-                return chunked.read()  # an event stream as providers send it: one step
             while True:
                 pieces = self._inflating
                 if pieces is not None:
