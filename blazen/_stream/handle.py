@@ -10,7 +10,7 @@ from .._cancel import CancelToken, tokens_for
 from .._telemetry import attach, current_context, detach
 from .._types import CompletionRequest, CompletionResponse
 from ..errors import BlazenError
-from .blocking import complete_blocking
+from .blocking import complete_blocking, how
 from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
 
 if TYPE_CHECKING:
@@ -94,8 +94,22 @@ class StreamHandle(Future):  # type: ignore[type-arg]
             else:
                 handle.set_result(response)
 
-        handle._thread = threading.Thread(target=run, name="blazen-handle", daemon=True)
-        handle._thread.start()
+        thread = handle._thread = threading.Thread(target=run, name="blazen-handle", daemon=True)
+        try:
+            thread.start()
+        except BaseException as exc:
+            # Ctrl-C (or a signal handler's exception) landed in the start, and no handle
+            # goes back: nothing else could cancel a stream begun there. The future's own
+            # state decides, under its lock: still pending, it is cancelled and the thread,
+            # if it ever runs, begins no stream (no terminal is owed, as for a refused
+            # argument); already running, the stream is cancelled and ends with one
+            # on_error(CancelledError) on its thread, as an interrupted blocking call does.
+            if Future.cancel(handle):
+                for unsub in unsubscribe:
+                    unsub()
+            else:
+                token.cancel(how(exc))
+            raise
         return handle
 
     def _started(self, delivery: Delivery) -> None:

@@ -261,3 +261,61 @@ def test_concurrent_cancels_of_a_handle_all_get_the_same_answer(server):
         with pytest.raises(blazen.CancelledError):
             handle.result(timeout=10)
         assert any(said for said, _ in answers) and all(ok for _, ok in answers), answers
+
+
+def test_ctrl_c_inside_the_start_of_a_handle_cancels_the_stream_it_began(server, monkeypatch):
+    """Ctrl-C while ``Streaming.start`` waits for its thread to start: no handle comes back,
+    so nothing else could cancel the stream. It ends at once with one on_error(CancelledError)
+    and its connection closed, not after the server's stall (as an interrupted blocking
+    call does); KeyboardInterrupt goes on up."""
+    import threading
+
+    server.add(Reply.sse([*openai_sse(["a"])[:2], Stall()]))
+    real_start = threading.Thread.start
+
+    def start_then_interrupted(self: threading.Thread) -> None:
+        real_start(self)  # the thread runs; the signal lands as start() returns
+        if self.name == "blazen-handle":
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start_then_interrupted)
+    rec = Recorder()
+    begun = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        Streaming.start(_model(server), REQ, rec.handler)
+    monkeypatch.undo()
+    limit = time.monotonic() + 10
+    while not rec.terminals and time.monotonic() < limit:
+        time.sleep(0.005)
+    assert rec.kinds.count("error") == 1 and "done" not in rec.kinds, rec.kinds
+    assert isinstance(rec.error, blazen.CancelledError) and "Ctrl-C" in str(rec.error)
+    assert time.monotonic() - begun < 3
+    assert server.wait_closed(timeout=5)
+
+
+def test_ctrl_c_before_the_thread_of_a_handle_ran_leaves_no_stream(server, monkeypatch):
+    """Ctrl-C inside ``Streaming.start`` before its thread ran the stream (here: before the
+    thread started at all, as when a signal handler's exception breaks ``Thread.start``):
+    no stream, no terminal, no request, and the caller's token keeps no subscription."""
+    import threading
+
+    real_start = threading.Thread.start
+
+    def interrupted_then_started(self: threading.Thread) -> None:
+        if self.name != "blazen-handle":
+            real_start(self)
+            return
+        # The thread starts only after the interrupt left launch: the stream was given up.
+        threading.Timer(0.05, real_start, (self,)).start()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted_then_started)
+    rec = Recorder()
+    token = CancelToken()
+    with pytest.raises(KeyboardInterrupt):
+        Streaming.start(_model(server), REQ, rec.handler, cancel=token)
+    monkeypatch.undo()
+    time.sleep(0.3)
+    assert rec.kinds == [] and server.requests == []
+    assert not [t for t in threading.enumerate() if t.name in ("blazen-handle", "blazen-stream")]
+    assert token._callbacks == []

@@ -21,6 +21,7 @@ from blazen import CancelToken, Llm, Streaming, cancel_scope
 from blazen.testing import Pause, Recorder, Reply, Stall, StreamServer, openai_sse
 
 from ..conftest import KEY_FOR_TESTS
+from .interrupts import reached_the_stream
 
 REQ = Llm.completion_request([Llm.user("hi")])
 
@@ -131,10 +132,15 @@ def test_a_signal_after_the_last_chunk_still_gives_exactly_one_terminal(
                 on_error=errors.append,
             )
             time.sleep(0.03)  # let a late alarm fire here, outside the call
-        except Deadline:
-            pass
+            struck = None
+        except Deadline as exc:
+            struck = exc
         signal.setitimer(signal.ITIMER_REAL, 0)
-        assert len(dones) + len(errors) == 1, (len(chunks), dones, errors)
+        # None owed if the alarm struck before the call began its stream (a loaded machine
+        # can delay the call past the timer): it propagates like a refused argument. One
+        # came if it struck after the call returned, in the sleep.
+        owed = (1,) if struck is None or reached_the_stream(struck) else (0, 1)
+        assert len(dones) + len(errors) in owed, (len(chunks), dones, errors)
 
 
 def test_every_enclosing_cancel_scope_reaches_a_stream(server):

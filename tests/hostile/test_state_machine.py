@@ -12,6 +12,7 @@ pool (a half-read connection, an aborted socket) is what the next one gets.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import signal
@@ -29,6 +30,7 @@ import blazen
 from blazen import CancelToken, Llm, Streaming
 from blazen.testing import Drop, Pause, Recorder, Reply, Stall, StreamServer, openai_sse, sse_event
 
+from .interrupts import reached_the_stream
 from .texts import everything_about
 
 KEY = "sk-machine-0123456789abcdefQRS"
@@ -117,27 +119,29 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _RAISE_ON_ALARM[0]("signalled")
 
 
-def _struck_before_the_first_step(exc: BaseException | None) -> bool:
-    """Whether a signal's exception struck as the task's first step entered blazen's
-    coroutine wrapper (``_Guarded.__next__``), before any of the stream's own code ran.
+def _owed(exc: BaseException | None, form: str, begun: object) -> tuple[int, ...]:
+    """How many terminals a call struck by a signal owes: 1 once it had begun a stream.
 
-    A signal handler runs where a Python function starts; at that first frame nothing of
-    the stream exists yet, and Python offers no place to catch it (found by this machine on
-    Python 3.12, about once in a few hundred tries with a 1 ms alarm).
+    A signal's exception can strike before that: in this test's own code between arming the
+    timer and the call (a loaded machine stretches that past 1 ms), at the entry point, in
+    the argument checks. Blocking: the stream begins at ``complete_blocking``'s ``try``.
+    asyncio: at the task's first step (``begun`` is the coroutine; never stepped, it was
+    never awaited: asyncio.run was struck while it built its loop). Background: with no
+    handle back the caller cannot tell whether the thread had begun the stream (then it
+    is cancelled and ends with one terminal) or not (none), so either count is right.
     """
     if exc is None:
-        return False
-    codes = []
-    tb = exc.__traceback__
-    while tb is not None:
-        codes.append(tb.tb_frame.f_code)
-        tb = tb.tb_next
-    # Innermost: the alarm's handler, called at the entry of _Guarded.__next__.
-    return (
-        len(codes) >= 2
-        and codes[-2].co_name == "__next__"
-        and codes[-2].co_filename.endswith(os.path.join("_stream", "coro.py"))
-    )
+        return (1,)
+    if form == "blocking":
+        return (1,) if reached_the_stream(exc) else (0,)
+    if form == "async":
+        if begun is None:
+            return (0,)
+        if inspect.getcoroutinestate(begun) == inspect.CORO_CREATED:  # type: ignore[arg-type]
+            begun.close()  # type: ignore[attr-defined]
+            return (0,)
+        return (1,)
+    return (1,) if begun is not None else (0, 1)
 
 
 def _workers() -> list[threading.Thread]:
@@ -224,7 +228,7 @@ class HostileStreams(RuleBasedStateMachine):
         }
         start = time.monotonic()
         escaped: BaseException | None = None
-        handle = None
+        handle = coro = None
         try:
             if caller in SIGNALLED:
                 _RAISE_ON_ALARM[0] = KeyboardInterrupt if caller == "ctrl-c" else _Alarm
@@ -232,7 +236,8 @@ class HostileStreams(RuleBasedStateMachine):
             if form == "blocking":
                 Streaming.complete(self.model, REQ, **kw)
             elif form == "async":
-                asyncio.run(Streaming.complete_async(self.model, REQ, **kw))
+                coro = Streaming.complete_async(self.model, REQ, **kw)
+                asyncio.run(coro)
             else:
                 handle = Streaming.start(self.model, REQ, **kw)
                 try:
@@ -243,44 +248,47 @@ class HostileStreams(RuleBasedStateMachine):
             signal.setitimer(signal.ITIMER_REAL, 0)  # inside: a late signal lands here
         except BaseException as exc:
             escaped = exc
+        owed: tuple[int, ...] = (1,)
         if caller in SIGNALLED:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            owed = _owed(escaped, form, handle if form == "background" else coro)
             if form == "background":
                 # The signal stopped the caller's wait (or its start), not the background
                 # stream, which ends on its own.
                 if handle is not None:
                     handle.join(10)
                 limit = time.monotonic() + 10
-                while not rec.terminals and time.monotonic() < limit:
+                while 0 not in owed and not rec.terminals and time.monotonic() < limit:
                     time.sleep(0.01)
                 while _workers() and time.monotonic() < limit:
                     time.sleep(0.01)
         took = time.monotonic() - start
 
-        if (
-            form == "async"
-            and caller in SIGNALLED
-            and not rec.kinds
-            and _struck_before_the_first_step(escaped)
-        ):
-            assert isinstance(escaped, _RAISE_ON_ALARM[0]), repr(escaped)
-            assert not _workers()
-            return  # no stream was begun, so none is owed a terminal
-        # Exactly one terminal, and it is the last callback.
-        assert rec.kinds.count("done") + rec.kinds.count("error") == 1, (
+        # Exactly one terminal (none for a call struck before it began a stream), and it is
+        # the last callback.
+        assert rec.kinds.count("done") + rec.kinds.count("error") in owed, (
             server, caller, form, at, rec.kinds, repr(escaped)
         )
-        assert rec.kinds[-1] in ("done", "error"), rec.kinds
+        if owed == (0,):
+            assert not rec.kinds and isinstance(escaped, _RAISE_ON_ALARM[0]), repr(escaped)
+            assert not _workers()
+            return
+        assert not rec.kinds or rec.kinds[-1] in ("done", "error"), rec.kinds
         # What escaped is what the contract lets escape.
         if escaped is not None:
             allowed: tuple[type[BaseException], ...] = (_Boom, SystemExit, blazen.BlazenError)
             if caller in SIGNALLED:
                 allowed += (_RAISE_ON_ALARM[0],)
+            if caller == "signal-raises" and isinstance(escaped.__context__, _Alarm):
+                # An Exception (not a BaseException) landing in Thread.start is caught by
+                # its own clean-up, which fails with a KeyError of its own when the new
+                # thread got there first: CPython's behaviour, not blazen's.
+                allowed += (KeyError,)
             assert isinstance(escaped, allowed), repr(escaped)
             assert KEY not in everything_about(escaped)
         # The deadline (plus the drain's second, plus a retry) won.
         assert took < DEADLINE + 2.5, (server, caller, form, took)
-        if rec.kinds[-1] == "error":
+        if rec.kinds and rec.kinds[-1] == "error":
             assert KEY not in everything_about(rec.events[-1][1][0])
         assert not _workers()
 
