@@ -144,13 +144,13 @@ def _owed(exc: BaseException | None, form: str, begun: object) -> tuple[int, ...
     return (1,) if begun is not None else (0, 1)
 
 
-def _workers() -> list[threading.Thread]:
+def _workers(names: tuple[str, ...] = ("blazen-stream",)) -> list[threading.Thread]:
     # is_alive() can be wrong after an interrupted join: ask the interpreter as well.
     running = sys._current_frames()
     return [
         t
         for t in threading.enumerate()
-        if t.name == "blazen-stream" and (t.is_alive() or t.ident in running)
+        if t.name in names and (t.is_alive() or t.ident in running)
     ]
 
 
@@ -260,7 +260,8 @@ class HostileStreams(RuleBasedStateMachine):
                 limit = time.monotonic() + 10
                 while 0 not in owed and not rec.terminals and time.monotonic() < limit:
                     time.sleep(0.01)
-                while _workers() and time.monotonic() < limit:
+                # The handle's thread too: it runs the callbacks after its worker exits.
+                while _workers(("blazen-stream", "blazen-handle")) and time.monotonic() < limit:
                     time.sleep(0.01)
         took = time.monotonic() - start
 
