@@ -16,6 +16,7 @@ import struct
 import sys
 import threading
 import time
+from typing import BinaryIO, Optional
 
 import pytest
 
@@ -33,6 +34,19 @@ LINUX = sys.platform.startswith("linux")
 def _pair() -> tuple[socket.socket, socket.socket]:
     a, b = socket.socketpair()
     return a, b
+
+
+def _past_the_head(
+    ours: socket.socket, theirs: socket.socket, sent: bytes, timeout: Optional[float] = None
+) -> tuple[BinaryIO, BodySource]:
+    """``ours`` as http.client leaves it: ``sent``'s first line read through a
+    ``BufferedReader`` (what followed it may be buffered), and a source over both."""
+    if timeout is not None:
+        ours.settimeout(timeout)
+    theirs.sendall(sent)
+    fp = ours.makefile("rb")
+    fp.readline()
+    return fp, BodySource(fp, ours)
 
 
 def _kernel_timeout(sock: socket.socket) -> float:
@@ -70,11 +84,8 @@ def test_a_buffer_fuller_than_one_read_is_drained_before_the_socket():
     """A short read is what says the buffer is empty: a full one keeps reading through it."""
     ours, theirs = _pair()
     try:
-        theirs.sendall(b"h\n" + b"x" * 5000)
-        fp = ours.makefile("rb")
-        fp.readline()
+        fp, source = _past_the_head(ours, theirs, b"h\n" + b"x" * 5000)
         time.sleep(0.05)
-        source = BodySource(fp, ours)
         parts = [source.read1(1000) for _ in range(5)]
         assert b"".join(parts) == b"x" * 5000
         theirs.sendall(b"tail")
@@ -91,11 +102,7 @@ def test_the_read_timeout_becomes_the_kernels_and_still_ends_a_silent_read():
     ``socket.timeout``, after the same seconds; restore() gives Python's timeout back."""
     ours, theirs = _pair()
     try:
-        ours.settimeout(0.3)
-        theirs.sendall(b"h\n")
-        fp = ours.makefile("rb")
-        fp.readline()
-        source = BodySource(fp, ours)
+        fp, source = _past_the_head(ours, theirs, b"h\n", timeout=0.3)
         theirs.sendall(b"a")
         time.sleep(0.05)
         assert source.read1(10) == b"a"
@@ -125,11 +132,7 @@ def test_a_socket_that_is_not_the_standard_one_keeps_pythons_timeout():
     a, b = _pair()
     ours = Other(fileno=a.detach())
     try:
-        ours.settimeout(0.2)
-        b.sendall(b"h\n")
-        fp = ours.makefile("rb")
-        fp.readline()
-        source = BodySource(fp, ours)
+        fp, source = _past_the_head(ours, b, b"h\n", timeout=0.2)
         b.sendall(b"z")
         time.sleep(0.05)
         assert source.read1(10) == b"z"
@@ -146,11 +149,7 @@ def test_a_shutdown_from_another_thread_wakes_a_blocked_direct_read():
     """An abort shuts the socket down: a read blocked in the kernel returns at once."""
     ours, theirs = _pair()
     try:
-        ours.settimeout(30)
-        theirs.sendall(b"h\nfirst")
-        fp = ours.makefile("rb")
-        fp.readline()
-        source = BodySource(fp, ours)
+        fp, source = _past_the_head(ours, theirs, b"h\nfirst", timeout=30)
         assert source.read1(65536) == b"first"
         threading.Timer(0.2, lambda: ours.shutdown(socket.SHUT_RDWR)).start()
         t0 = time.monotonic()

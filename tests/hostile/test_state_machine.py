@@ -119,7 +119,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _RAISE_ON_ALARM[0]("signalled")
 
 
-def _owed(exc: BaseException | None, form: str, begun: object) -> tuple[int, ...]:
+def _owed(exc: BaseException | None, form: str, begun: Any) -> tuple[int, ...]:
     """How many terminals a call struck by a signal owes: 1 once it had begun a stream.
 
     A signal's exception can strike before that: in this test's own code between arming the
@@ -137,8 +137,8 @@ def _owed(exc: BaseException | None, form: str, begun: object) -> tuple[int, ...
     if form == "async":
         if begun is None:
             return (0,)
-        if inspect.getcoroutinestate(begun) == inspect.CORO_CREATED:  # type: ignore[arg-type]
-            begun.close()  # type: ignore[attr-defined]
+        if inspect.getcoroutinestate(begun) == inspect.CORO_CREATED:
+            begun.close()
             return (0,)
         return (1,)
     return (1,) if begun is not None else (0, 1)
