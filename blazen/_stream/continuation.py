@@ -49,9 +49,11 @@ def next_request(
     request is always the *original* request with all the content so far as its last
     assistant turn, so a second continuation does not send the first one's blocks twice.
     """
-    if done >= limit or not isinstance(wire, Continuable):
+    # The ending first: a runtime protocol check walks the protocol's members, and almost
+    # every stream ends unpaused.
+    if done >= limit or normalise_finish_reason(state.raw_finish_reason, False) != "paused":
         return None
-    if normalise_finish_reason(state.raw_finish_reason, False) != "paused":
+    if not isinstance(wire, Continuable):
         return None
     paused = state.response()
     nxt = wire.continuation(req, paused)
