@@ -81,8 +81,12 @@ def op_concurrent(client: Client, spec: Spec, n: int) -> dict[str, Any]:
         results = list(pool.map(lambda _: client.stream(spec), range(n)))
     wall = time.perf_counter() - t0
     ok = all(_check(spec, r) for r in results)
-    # Give lazily closing libraries a moment, as a real program would between jobs.
+    # Give lazily closing libraries a moment, as a real program would between jobs; and a
+    # helper thread that exits on its own idle timer (blazen's shared reader) its timer.
     time.sleep(0.2)
+    deadline = time.monotonic() + 6.0
+    while threading.active_count() > threads0 and time.monotonic() < deadline:
+        time.sleep(0.05)
     threads_left = threading.active_count() - threads0
     fds_pooled = _fds() - fds0
     client.close()

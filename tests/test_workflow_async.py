@@ -219,7 +219,7 @@ def test_no_thread_is_left_after_async_step_runs(server, model, req):
             for t in threading.enumerate()
             if t.ident not in before
             # The test server's connection threads, blazen's idle starter: not ours.
-            and not t.name.startswith(("blazen-test", "blazen-starter"))
+            and not t.name.startswith(("blazen-test", "blazen-starter", "blazen-reader"))
         ]
         if not extra:
             break

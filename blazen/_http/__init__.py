@@ -18,6 +18,7 @@ from __future__ import annotations
 from .abort import Abort
 from .exceptions import map_exception, proxy_refused
 from .framing import DEFAULT_MAX_EVENT_BYTES, Frame, Framer, framer
+from .reader import busy, reading_body
 from .request import HttpRequest
 from .response import ErrorReader, ReadBudget, Response
 from .retry import retry_delay
@@ -35,9 +36,11 @@ __all__ = [
     "ReadBudget",
     "Response",
     "Transport",
+    "busy",
     "framer",
     "map_exception",
     "proxy_refused",
+    "reading_body",
     "retry_delay",
     "shown_url",
     "url_masks",

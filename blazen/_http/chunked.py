@@ -108,6 +108,35 @@ class ChunkedBody:
             return b""
         return out[0] if len(out) == 1 else b"".join(out)
 
+    @property
+    def shared_socket(self) -> Optional[socket.socket]:
+        """The socket another thread may read this body from and :meth:`push` here, or None.
+
+        Only while the body is read straight from the standard library's socket (plain TCP
+        or TLS), and only the plain reads: not once it ended or broke, nor under a drain's
+        budget.
+        """
+        if self.done or self._broken is not None or self.before_read is not None:
+            return None
+        return self._source.own_socket
+
+    def push(self, data: bytes) -> bytes:
+        """The data of every chunk that ``data`` (one read of the socket, made elsewhere)
+        completes, as :meth:`read` returns it; ``b""`` when it completes none.
+
+        At the last chunk :attr:`done` is set: the trailer is left for :meth:`read`.
+        """
+        if self._broken is not None:
+            raise self._broken
+        out: list[bytes] = []
+        try:
+            self._cut(self._buf + data if self._buf else data, out)
+        except http.client.HTTPException as exc:
+            if not out:
+                raise
+            self._broken = exc
+        return out[0] if len(out) == 1 else b"".join(out)
+
     def _read(self, size: int) -> bytes:
         if self.before_read is not None:
             self.before_read()

@@ -24,11 +24,14 @@ from .chunked import ChunkedBody, chunked_body
 from .decoding import inflater_for
 from .exceptions import Target, proxy_refused
 from .hooks import raw_read1, response_socket
+from .reader import read_elsewhere
 
 __all__ = ["ErrorReader", "ReadBudget", "Response"]
 
 
 _READ_SIZE = 65536
+# What the reader's step returns to hand the body back to read().
+_BACK = object()
 _ERROR_BODY_CAP = 64 * 1024
 
 #: A wire format's reader of an error response: ``(status, headers, body) -> error``.
@@ -149,6 +152,57 @@ class Response:
             raise
         except Exception as exc:
             raise self._target.error(exc) from exc
+
+    def read_elsewhere(
+        self, take: Callable[[bytes], Any], aborted: Callable[[], bool]
+    ) -> Any:
+        """Read on :mod:`.reader`'s thread, calling ``take(data)`` there with what each read
+        brings (as :meth:`read` returns it) until it returns a value; or None at once when
+        this body cannot be read there.
+
+        Returns ``take``'s value, or None when the body comes back to :meth:`read` (its end,
+        or the reader could not go on): :meth:`read` then goes on where it stopped. What
+        ``take`` raised is raised here; a read that failed raises the blazen error
+        :meth:`read` would have raised.
+        """
+        if self._inflater is not None or self._inflating is not None:
+            return None
+        chunked = self._chunked
+        sock = None if chunked is None else chunked.shared_socket
+        if chunked is None or sock is None:
+            return None
+        push = chunked.push
+        broken: list[Exception] = []  # a chunk that could not be read
+        raised: list[BaseException] = []  # what take raised
+
+        def step(data: bytes) -> Any:
+            try:
+                piece = push(data)
+            except Exception as exc:
+                broken.append(exc)
+                return _BACK
+            if piece:
+                try:
+                    value = take(piece)
+                except BaseException as exc:
+                    raised.append(exc)
+                    return _BACK
+                if value is not None:
+                    return value
+            return _BACK if chunked.done else None
+
+        outcome = read_elsewhere(sock, step, aborted)
+        if raised:
+            raise raised[0]
+        if broken:
+            # As read() raises a broken chunk: mapped to the blazen error that says so.
+            raise self._target.error(broken[0]) from broken[0]
+        if outcome is None or outcome[1] is _BACK:
+            return None
+        failed, value = outcome
+        if failed:  # the read itself failed (a reset connection, say)
+            raise self._target.error(value) from value
+        return value
 
     def _read_raw(self) -> bytes:
         chunked = self._chunked_body()

@@ -27,6 +27,7 @@ back: the next request on it is sent and read as urllib3 expects.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import sys
 from typing import Any, Callable, Optional
@@ -44,13 +45,15 @@ class BodySource:
     Python's own timeout does.
     """
 
-    __slots__ = ("_fp", "_kept", "_sock", "read1")
+    __slots__ = ("_direct_now", "_fp", "_kept", "_sock", "read1")
 
     def __init__(self, fp: Any, sock: Optional[socket.socket]) -> None:
         self._fp = fp
         self._sock = sock
         #: The timeout Python had on the socket while the kernel's stands in for it.
         self._kept: Optional[float] = None
+        #: http.client's buffer is drained: every read goes to the socket now.
+        self._direct_now = False
         self.read1: Callable[[int], bytes] = fp.read1 if sock is None else self._buffered
 
     def _buffered(self, size: int) -> bytes:
@@ -59,6 +62,7 @@ class BodySource:
         data: bytes = self._fp.read1(size)
         if len(data) < size:
             self.read1 = self._direct()
+            self._direct_now = True
         return data
 
     def _direct(self) -> Callable[[int], bytes]:
@@ -86,6 +90,20 @@ class BodySource:
         except BlockingIOError:
             # The kernel's timeout ended the read (only a blocking socket gets here).
             raise socket.timeout("timed out") from None
+
+    @property
+    def own_socket(self) -> Optional[socket.socket]:
+        """The socket the body is read from directly now, if it is the standard library's
+        (plain TCP or TLS); None while http.client's buffer is still read, and for any other
+        socket (gevent's, urllib3's TLS-in-TLS).
+
+        Only such a socket may be read elsewhere (:mod:`.reader`): made non-blocking for a
+        while and given its timeout back after, it reads as before.
+        """
+        sock = self._sock
+        if not self._direct_now or sock is None:
+            return None
+        return sock if type(sock) in (socket.socket, ssl.SSLSocket) else None
 
     def restore(self) -> None:
         """Give the socket Python's timeout back (before the connection is pooled again).

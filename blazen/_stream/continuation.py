@@ -50,8 +50,10 @@ def next_request(
     assistant turn, so a second continuation does not send the first one's blocks twice.
     """
     # The ending first: a runtime protocol check walks the protocol's members, and almost
-    # every stream ends unpaused.
-    if done >= limit or normalise_finish_reason(state.raw_finish_reason, False) != "paused":
+    # every stream ends unpaused. An ending that is not text is no pause: the response
+    # assembled next reports it as a malformed payload.
+    raw = state.raw_finish_reason
+    if done >= limit or not isinstance(raw, str) or normalise_finish_reason(raw, False) != "paused":
         return None
     if not isinstance(wire, Continuable):
         return None

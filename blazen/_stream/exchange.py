@@ -17,7 +17,17 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from .._http import Abort, HttpRequest, ReadBudget, Response, framer, retry_delay
+from .._http import (
+    Abort,
+    Frame,
+    HttpRequest,
+    ReadBudget,
+    Response,
+    busy,
+    framer,
+    reading_body,
+    retry_delay,
+)
 from .._kit import SHAPE_ERRORS, StreamState, shape_error
 from .._types import CompletionRequest, CompletionResponse, StreamChunk, TokenUsage
 from ..errors import BlazenError, ConnectionError, InternalError, safe_str
@@ -297,16 +307,10 @@ class Exchange:
         # (reads wait as any read does, and the body ending there is a cut answer) until
         # the next end signal starts a fresh grace.
         tail: Optional[ReadBudget] = None
-        while True:
-            try:
-                raw = read()
-                batch = feed(raw) if raw else frames.end()
-            except BlazenError:
-                if tail is None or self.abort.aborted:
-                    raise
-                # The grace ran out, or the connection failed with nothing after the end
-                # signal: the answer ended at it.
-                return True, data, []
+
+        def take(raw: bytes, batch: list[Frame]) -> Optional[tuple[bool, str, list[StreamChunk]]]:
+            # One read's events folded: the result once the body is over, else None.
+            nonlocal tail, data
             pending: list[StreamChunk] = []
             ended = not raw
             kept = False
@@ -352,6 +356,41 @@ class Exchange:
                 # Whatever ends the stream, the chunks read before it reach the caller first.
                 if not kept:
                     self._post(pending)
+            return None
+
+        def take_elsewhere(raw: bytes) -> Any:
+            # On the shared reader's thread: the same steps; a read past an end signal that
+            # may not be the last (its reads are timed) goes back to this thread.
+            out = take(raw, feed(raw))
+            if out is None and tail is not None:
+                return _BACK
+            return out
+
+        abort = self.abort
+
+        def aborted() -> bool:
+            return abort.aborted
+
+        with reading_body():
+            while True:
+                if tail is None and busy():
+                    # Many bodies are read at once: one thread reads them all (see
+                    # _http.reader), this one waits until the body comes back.
+                    out = resp.read_elsewhere(take_elsewhere, aborted)
+                    if out is not None and out is not _BACK:
+                        return out  # type: ignore[no-any-return]
+                try:
+                    raw = read()
+                    batch = feed(raw) if raw else frames.end()
+                except BlazenError:
+                    if tail is None or self.abort.aborted:
+                        raise
+                    # The grace ran out, or the connection failed with nothing after the
+                    # end signal: the answer ended at it.
+                    return True, data, []
+                out = take(raw, batch)
+                if out is not None:
+                    return out
 
     def _post(self, pending: list[StreamChunk]) -> None:
         if pending:
@@ -389,6 +428,9 @@ class Exchange:
         err.__cause__ = exc
         return err
 
+
+# What a read on the shared reader returns to go on reading here (past an end signal).
+_BACK = object()
 
 #: How long the stream waits for more after an end signal that may not be the last
 #: (Gemini's finishReason, see StreamState.read_on); content after it ends the wait (the
