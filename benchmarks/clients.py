@@ -241,6 +241,15 @@ class RawSocket(Client):
             self._run(spec, sock, raw, on_text)
 
 
+def _replay(events: queue.SimpleQueue[Optional[list[bytes]]]) -> Any:
+    """The events of each batch a reading thread handed over, until it hands over None."""
+    while True:
+        batch = events.get()
+        if batch is None:
+            return
+        yield from batch
+
+
 class RawThreaded(RawSocket):
     """The floor of blazen's thread model: the raw socket read on a worker thread.
 
@@ -269,15 +278,8 @@ class RawThreaded(RawSocket):
         worker = threading.Thread(target=work, daemon=True)
         worker.start()
 
-        def replay() -> Any:
-            while True:
-                batch = events.get()
-                if batch is None:
-                    return
-                yield from batch
-
         try:
-            return self._consume(spec, replay(), on_text)
+            return self._consume(spec, _replay(events), on_text)
         finally:
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
@@ -395,15 +397,8 @@ class RawShared(RawSocket):
                     self._reader.start()
                 self._selector.register(sock, selectors.EVENT_READ, (sock, decoder, events, gone))
 
-        def replay() -> Any:
-            while True:
-                batch = events.get()
-                if batch is None:
-                    return
-                yield from batch
-
         try:
-            return self._consume(spec, replay(), on_text)
+            return self._consume(spec, _replay(events), on_text)
         finally:
             self._drop(sock, gone)  # before the descriptor can be reused by another stream
             sock.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
@@ -167,6 +169,24 @@ def model_for(
     }.get(name, server.base_url)
     factory = getattr(blazen.Providers, name)
     return factory(api_key=api_key or f"{name}-key-SECRET-0123456789", base_url=base, **options)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def tls_cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (made with the openssl command)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"),
+            *("-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return d / "cert.pem", d / "key.pem"
 
 
 def thread_count() -> int:

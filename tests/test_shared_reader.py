@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-import shutil
 import ssl
-import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -240,46 +238,16 @@ def test_a_reader_that_fails_hands_every_body_back_to_its_worker(
     assert "shared reader failed (RuntimeError: the reader broke)" in caplog.text
 
 
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(d / "key.pem"),
-            "-out",
-            str(d / "cert.pem"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return d / "cert.pem", d / "key.pem"
-
-
 @pytest.mark.parametrize(
     ("pause", "size"),
     [(0.003, 50), (0.0, 50), (0.01, 4000)],
     ids=["one-event-per-record", "records-back-to-back", "events-larger-than-a-record"],
 )
 def test_a_parked_tls_body_reads_every_record_and_its_connection_serves_the_next_stream(
-    park_all: None, cert: tuple[Path, Path], pause: float, size: int
+    park_all: None, tls_cert: tuple[Path, Path], pause: float, size: int
 ) -> None:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(*map(str, cert))
+    ctx.load_cert_chain(*map(str, tls_cert))
     # Events as large as several TLS records leave decrypted bytes in the TLS object after
     # a read, where epoll cannot see them: parked then, the stream would wait for its idle
     # timeout (7 s) at the end.
@@ -291,7 +259,7 @@ def test_a_parked_tls_body_reads_every_record_and_its_connection_serves_the_next
             server.base_url,
             api_key=KEY_FOR_TESTS,
             max_retries=0,
-            verify=str(cert[0]),
+            verify=str(tls_cert[0]),
             idle_timeout=7.0,
         )
         for _ in range(2):

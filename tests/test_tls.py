@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import ssl
-import subprocess
 
 import pytest
 
@@ -17,32 +16,9 @@ from .conftest import KEY_FOR_TESTS, sse_reply
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
 
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(d / "key.pem"),
-            "-out",
-            str(d / "cert.pem"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return d / "cert.pem", d / "key.pem"
+@pytest.fixture
+def cert(tls_cert):
+    return tls_cert
 
 
 @pytest.fixture

@@ -97,12 +97,7 @@ class ChunkedBody:
             data = self._read(_READ_SIZE)
             if not data:
                 raise http.client.IncompleteRead(b"")
-            try:
-                self._cut(self._buf + data if self._buf else data, out)
-            except http.client.HTTPException as exc:
-                if not out:
-                    raise
-                self._broken = exc
+            self._into(data, out)
         if not out:
             self._end()
             return b""
@@ -129,13 +124,18 @@ class ChunkedBody:
         if self._broken is not None:
             raise self._broken
         out: list[bytes] = []
+        self._into(data, out)
+        return out[0] if len(out) == 1 else b"".join(out)
+
+    def _into(self, data: bytes, out: list[bytes]) -> None:
+        # One read's bytes cut into ``out``. A broken framing line raises, unless data was
+        # cut before it: then it is kept for the next read to raise.
         try:
             self._cut(self._buf + data if self._buf else data, out)
         except http.client.HTTPException as exc:
             if not out:
                 raise
             self._broken = exc
-        return out[0] if len(out) == 1 else b"".join(out)
 
     def _read(self, size: int) -> bytes:
         if self.before_read is not None:
