@@ -347,3 +347,91 @@ def test_a_storm_of_streams_each_ends_once_however_it_is_ended(
         for server, got, fate in zip(servers, outcomes, fates):
             if fate in ("stall-cancel", "drop"):
                 assert server.wait_closed(5.0), (fate, got, server.open_connections())
+
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+@pytest.mark.parametrize("park_from", [0, 10**9], ids=["parked", "on-its-worker"])
+def test_a_broken_chunk_after_a_good_one_in_one_read_ends_at_once(
+    monkeypatch: pytest.MonkeyPatch, park_from: int
+) -> None:
+    """Found by an attack: the reader kept a body broken after the data it gave, and the
+    stream waited for its idle timeout instead of ending with the broken chunk's error."""
+    monkeypatch.setattr(reader, "PARK_FROM", park_from)
+    events = b"".join(openai_sse(["a", "b", "c"], done=False)[:4])
+    body = [HEAD, Pause(0.05), _chunk(events[:40]), Pause(0.05)]
+    body += [_chunk(events[40:]) + b"zz\r\nnot a chunk\r\n", Stall()]
+    with StreamServer([Reply(raw=True, body=body)]) as server:
+        seen = _Seen()
+        start = time.monotonic()
+        Streaming.complete(
+            _model(server, idle_timeout=4.0), REQ, on_chunk=seen.on_chunk, on_error=seen.on_error
+        )
+        assert time.monotonic() - start < 2.0
+        assert [type(e) for e in seen.errors] == [blazen.ConnectionError]
+        assert "".join(seen.text) == "abc"
+
+
+GEMINI_FIRST = (
+    b'data: {"candidates":[{"content":{"parts":[{"text":"Hi."}],"role":"model"}}]}\r\n\r\n'
+)
+GEMINI_STOP = (
+    b'data: {"candidates":[{"content":{"parts":[{"text":" Done."}],"role":"model"},'
+    b'"finishReason":"STOP"}]}\r\n\r\n'
+)
+GEMINI_MORE = (
+    b'data: {"candidates":[{"content":{"parts":[{"text":" More."}],"role":"model"}}]}\r\n\r\n'
+)
+
+
+def test_reads_timed_by_a_tail_grace_are_never_the_readers(
+    park_all: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by an attack: a read bringing Gemini's finishReason and more content timed the
+    reads (the tail grace) and untimed them again on the reader's thread, which left the
+    parked socket blocking: over TLS, one record arriving in part then held the reader, and
+    every other parked stream, in recv. Every read the reader makes is non-blocking."""
+    timeouts: list[Optional[float]] = []
+    real = reader._recv
+
+    def recv(sock: Any) -> bytes:
+        timeouts.append(sock.gettimeout())
+        return real(sock)
+
+    monkeypatch.setattr(reader, "_recv", recv)
+    body = [GEMINI_FIRST, Pause(0.05), GEMINI_STOP + GEMINI_MORE, Pause(0.3), GEMINI_MORE]
+    body += [Pause(0.3), GEMINI_STOP]
+    with StreamServer([Reply.sse(body)]) as server:
+        model = blazen.Providers.gemini(
+            api_key="gem-SECRET-0123456789",
+            base_url=server.url + "/v1beta",
+            max_retries=0,
+            idle_timeout=7.0,
+        )
+        resp = Streaming.complete(model, REQ)
+    assert resp is not None and resp.content == "Hi. Done. More. More. Done."
+    assert timeouts and set(timeouts) == {0.0}, timeouts
+
+
+@pytest.mark.parametrize("park_from", [0, 10**9], ids=["parked", "on-its-worker"])
+def test_a_pull_stream_nobody_pulls_still_lets_its_connection_go_at_the_idle_timeout(
+    monkeypatch: pytest.MonkeyPatch, park_from: int
+) -> None:
+    """Found by an attack: parked, a stalled body whose caller was not pulling kept its
+    connection and its worker for good; a read on the worker times out at idle_timeout."""
+    monkeypatch.setattr(reader, "PARK_FROM", park_from)
+    with StreamServer([Reply.sse([*openai_sse(WORDS)[:4], Stall()])]) as server:
+        model = _model(server, idle_timeout=1.0)
+        with Streaming.stream(model, REQ) as chunks:
+            it = iter(chunks)
+            next(it)
+            next(it)
+            assert server.wait_closed(3.0)  # nobody pulls: the read's own timeout ends it
+            with pytest.raises(blazen.TimeoutError):
+                for _ in it:
+                    pass

@@ -39,6 +39,7 @@ import selectors
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -51,6 +52,8 @@ READER_IDLE = 5.0
 #: How long a parked worker whose stream was aborted waits for the reader before it takes
 #: its socket back (an abort shuts the socket down, which the reader sees at once).
 _ABORT_GRACE = 1.0
+#: How often the reader looks for parked reads past their timeout.
+_SCAN = 0.25
 #: One bounded wait of a parked worker, between checks of the reader and the abort (a
 #: parked worker wakes this often only if nothing else wakes it).
 _PARK_POLL = 0.5
@@ -92,11 +95,16 @@ def busy() -> bool:
 
 
 class _Job:
-    __slots__ = ("done", "outcome", "sock", "state", "step")
+    __slots__ = ("deadline", "done", "idle", "outcome", "sock", "state", "step")
 
-    def __init__(self, sock: socket.socket, step: Callable[[bytes], Any]) -> None:
+    def __init__(
+        self, sock: socket.socket, step: Callable[[bytes], Any], idle: Optional[float]
+    ) -> None:
         self.sock = sock
         self.step = step
+        #: The socket's read timeout: a read that waits longer fails, as on the worker.
+        self.idle = idle
+        self.deadline = None if idle is None else time.monotonic() + idle
         self.state = _PARKED
         #: What ends the job: ``(False, value)`` from the step, ``(True, exc)`` raised by
         #: it or by the read, or None: the body goes back to its worker as it is.
@@ -106,14 +114,19 @@ class _Job:
 
 
 def read_elsewhere(
-    sock: socket.socket, step: Callable[[bytes], Any], aborted: Callable[[], bool]
+    sock: socket.socket,
+    step: Callable[[bytes], Any],
+    aborted: Callable[[], bool],
+    timeout: Optional[float],
 ) -> Optional[tuple[bool, Any]]:
     """Have the reader call ``step(data)`` with each read of ``sock`` until it returns a value.
 
     Returns ``(False, value)`` once ``step`` returned a value other than None, ``(True, exc)``
     when a read or ``step`` raised, or None when the body comes back to the caller's blocking
-    reads: at its end (EOF, the socket shut down) or whenever the reader cannot go on. The
-    socket is blocking again on return.
+    reads: at its end (EOF, the socket shut down) or whenever the reader cannot go on. A read
+    that waits more than ``timeout`` seconds (the socket's read timeout) fails with
+    :class:`socket.timeout`, as it would on the worker, within :data:`_SCAN` seconds. The
+    socket has its timeout back on return.
     """
     if _SELECTOR is None:
         return None
@@ -121,8 +134,8 @@ def read_elsewhere(
     if pending is not None and pending():
         # TLS: bytes already decrypted wait in the TLS object, where epoll cannot see them.
         return None
-    job = _Job(sock, step)
-    timeout = sock.gettimeout()
+    job = _Job(sock, step, timeout)
+    kept = sock.gettimeout()
     try:
         sock.setblocking(False)
         if not _park(job):
@@ -144,7 +157,7 @@ def read_elsewhere(
         return job.outcome
     finally:
         with contextlib.suppress(OSError):
-            sock.settimeout(timeout)  # as it was (plain TCP: the kernel's timeout stands)
+            sock.settimeout(kept)  # as it was (plain TCP: the kernel's timeout stands)
 
 
 def _park(job: _Job) -> bool:
@@ -185,9 +198,23 @@ def _take_back(job: _Job) -> bool:
 def _serve(selector: selectors.BaseSelector) -> None:
     global _selector, _reader
     try:
+        scan = time.monotonic() + _SCAN
+        empty_since: Optional[float] = None
         while True:
-            ready = selector.select(READER_IDLE)
-            if not ready:
+            # Never a longer wait: a job registered meanwhile must have its timeout kept.
+            ready = selector.select(_SCAN)
+            for key, _ in ready:
+                _serve_one(selector, key.data)
+            now = time.monotonic()
+            if now >= scan:
+                scan = now + _SCAN
+                for key in list(selector.get_map().values()):
+                    _expire(selector, key.data, now)
+            if ready or selector.get_map():
+                empty_since = None
+            elif empty_since is None:
+                empty_since = now
+            elif now - empty_since >= READER_IDLE:
                 with _lock:
                     if not selector.get_map():
                         if _selector is selector:
@@ -195,9 +222,6 @@ def _serve(selector: selectors.BaseSelector) -> None:
                             _reader = None
                         selector.close()
                         return
-                continue
-            for key, _ in ready:
-                _serve_one(selector, key.data)
     except BaseException as exc:
         # Never expected (each job's failures end that job): hand every job back, so that
         # no worker waits on a reader that is gone; the next park starts a new reader.
@@ -239,6 +263,8 @@ def _serve_one(selector: selectors.BaseSelector, job: _Job) -> None:
         if not data:
             finished = True  # EOF (or shut down): the worker reads the end itself
     if data:
+        if job.idle is not None:
+            job.deadline = time.monotonic() + job.idle
         try:
             value = job.step(data)
         except BaseException as exc:  # ends this job only; the worker raises it
@@ -252,6 +278,21 @@ def _serve_one(selector: selectors.BaseSelector, job: _Job) -> None:
             return
         job.state = _DONE
         job.outcome = outcome
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            selector.unregister(job.sock)
+    job.done.release()
+
+
+def _expire(selector: selectors.BaseSelector, job: _Job, now: float) -> None:
+    """End ``job`` with a read timeout if its socket has been quiet past it."""
+    deadline = job.deadline
+    if deadline is None or now < deadline:
+        return
+    with _lock:
+        if job.state != _PARKED:
+            return
+        job.state = _DONE
+        job.outcome = (True, socket.timeout("timed out"))
         with contextlib.suppress(KeyError, ValueError, OSError):
             selector.unregister(job.sock)
     job.done.release()

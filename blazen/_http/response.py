@@ -47,6 +47,7 @@ class Response:
         "_chunked",
         "_inflater",
         "_inflating",
+        "_limits",
         "_read1",
         "_resp",
         "_target",
@@ -61,6 +62,8 @@ class Response:
         # The chunked-body reader, made on first read and kept for the drain: it lives and
         # dies with this response.
         self._chunked: Optional[ChunkedBody] = None
+        # Counts the changes of the read limits (limit_reads, unlimit_reads).
+        self._limits = 0
         self._read1: Optional[Callable[[int], bytes]] = None
         # Called before each socket read of a close-delimited or sized body (a budget).
         self._before_read: Optional[Callable[[], None]] = None
@@ -182,6 +185,7 @@ class Response:
                 broken.append(exc)
                 return _BACK
             if piece:
+                limits = self._limits
                 try:
                     value = take(piece)
                 except BaseException as exc:
@@ -189,9 +193,15 @@ class Response:
                     return _BACK
                 if value is not None:
                     return value
-            return _BACK if chunked.done else None
+                if self._limits != limits:
+                    # The reads were timed (or untimed) by take: such reads, and the socket
+                    # timeout they set, are the worker's.
+                    return _BACK
+            # Ended, or broken after the data it gave (its next read raises): the worker
+            # reads on, as read() does.
+            return _BACK if chunked.shared_socket is None else None
 
-        outcome = read_elsewhere(sock, step, aborted)
+        outcome = read_elsewhere(sock, step, aborted, self._target.read_timeout)
         if raised:
             raise raised[0]
         if broken:
@@ -335,6 +345,7 @@ class Response:
         For reading on past an end signal that may not be the last (Gemini's finishReason):
         ``spent()`` on the result says whether a read failed because the time ran out.
         """
+        self._limits += 1
         return self._budget(seconds)
 
     def unlimit_reads(self) -> None:
@@ -342,6 +353,7 @@ class Response:
 
         For an answer that went on after an end signal that was not its last.
         """
+        self._limits += 1
         budget = self._before_read
         self._before_read = None
         if self._chunked is not None:
