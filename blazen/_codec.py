@@ -12,7 +12,9 @@ Every writer of events writes the same object for the same event (version ``"v":
      "request_id": "req_1", "partial": "Hel", "partial_reasoning": "",
      "usage": {"prompt_tokens": 12, ..., "partial": true}}}
 
-A chunk's fields at their default (None, no tool calls, not final) are left out. An error
+A chunk's fields at their default (None, no tool calls, not final) are left out, and so is
+a tool call's ``"caller"`` (who made the call, see :attr:`~blazen.ToolCall.caller`) when it
+is None. An error
 travels as its class name, kind, message and the fields shown, nothing else: not its body,
 headers, request or cause, so a key a provider echoed somewhere cannot travel with it.
 
@@ -131,6 +133,13 @@ def loads(data: Union[bytes, str], where: str = "JSON") -> Any:
 # -- writing -------------------------------------------------------------------------------
 
 
+def _call_object(call: ToolCall) -> dict[str, Any]:
+    obj: dict[str, Any] = {"id": call.id, "name": call.name, "arguments": call.arguments_json}
+    if call.caller is not None:
+        obj["caller"] = call.caller
+    return obj
+
+
 def encode_chunk(chunk: StreamChunk) -> dict[str, Any]:
     """A chunk as a JSON object; fields at their default (None, empty, False) are left out."""
     obj: dict[str, Any] = {"v": VERSION, "kind": "chunk"}
@@ -141,9 +150,7 @@ def encode_chunk(chunk: StreamChunk) -> dict[str, Any]:
     if chunk.refusal_delta is not None:
         obj["refusal"] = chunk.refusal_delta
     if chunk.tool_calls:
-        obj["tool_calls"] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments_json} for c in chunk.tool_calls
-        ]
+        obj["tool_calls"] = [_call_object(c) for c in chunk.tool_calls]
     if chunk.is_final:
         obj["is_final"] = True
     tool = chunk.server_tool
@@ -297,7 +304,12 @@ def _tool_call(value: Any) -> ToolCall:
     if not isinstance(value, dict):
         raise TypeError('tool calls as {"id", "name", "arguments"} objects')
     try:
-        return ToolCall(_str(value["id"]), _str(value["name"]), _str(value["arguments"]))
+        caller = value.get("caller")
+        if caller is not None and not isinstance(caller, dict):
+            raise TypeError("a tool call's caller as an object or null")
+        return ToolCall(
+            _str(value["id"]), _str(value["name"]), _str(value["arguments"]), caller=caller
+        )
     except KeyError as exc:
         msg = f"a tool call with {exc.args[0]!r}"
         raise TypeError(msg) from None

@@ -34,7 +34,12 @@ def test_the_hot_path_tool_call_builder_makes_the_same_value_as_the_constructor(
     slow = blazen.ToolCall("call_1", "f", '{"a": 1}')
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
     assert fast.arguments() == {"a": 1}
-    assert [f.name for f in attrs.fields(blazen.ToolCall)] == ["id", "name", "_args"]
+    assert [f.name for f in attrs.fields(blazen.ToolCall)] == ["id", "name", "_args", "caller"]
+    caller = {"type": "code_execution_20260120", "tool_id": "srvtoolu_1"}
+    called = tool_call_snapshot("call_1", "f", ArgumentFragments(parts, 2), dict(caller))
+    made = blazen.ToolCall("call_1", "f", '{"a": 1}', caller=caller)
+    assert called == made and hash(called) == hash(made) and repr(called) == repr(made)
+    assert called != fast
     with pytest.raises(AttributeError, match="immutable"):
         fast.name = "g"  # type: ignore[misc]
 

@@ -14,7 +14,7 @@ once and never concatenated, only ``arguments`` fragments are appended.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from .._types import (
     ArgumentFragments,
@@ -76,12 +76,13 @@ class _Text:
 
 
 class _Call:
-    __slots__ = ("id", "name", "parts", "position", "synthetic_id", "touched")
+    __slots__ = ("caller", "id", "name", "parts", "position", "synthetic_id", "touched")
 
     def __init__(self, call_id: Optional[str], number: int) -> None:
         self.synthetic_id = not call_id
         self.id = call_id or f"call_{number}"
         self.name = ""
+        self.caller: Optional[dict[str, Any]] = None
         self.parts: list[str] = []
         #: The ToolCall for this call as it stands, until a fragment changes it.
         #: Where this call stands in the snapshot.
@@ -248,7 +249,7 @@ class StreamState:
         self._current = call
         tail = self._tail
         tail[call.position - frozen] = tool_call_snapshot(
-            call.id, call.name, ArgumentFragments(parts, len(parts))
+            call.id, call.name, ArgumentFragments(parts, len(parts)), call.caller
         )
         snapshot = self._snapshot = self._snapshot_now()
         return stream_chunk(None, None, snapshot)
@@ -280,6 +281,18 @@ class StreamState:
             self._touched.append(call)
         self._dirty = True
         return True
+
+    def tool_caller(self, index: int, caller: Any) -> None:
+        """Record who made the call at ``index`` (see :attr:`ToolCall.caller`), if it is a
+        JSON object; the next snapshot carries it."""
+        call = self._by_key.get(index)
+        if call is None or not isinstance(caller, dict) or call.caller == caller:
+            return
+        call.caller = caller
+        if not call.touched:
+            call.touched = True
+            self._touched.append(call)
+        self._dirty = True
 
     def _new_call(self, call_id: Optional[str]) -> _Call:
         call = _Call(call_id, len(self._calls))
@@ -316,7 +329,7 @@ class StreamState:
                 if c.position < self._frozen:
                     self._thaw(c.position)
                 tail[c.position - self._frozen] = tool_call_snapshot(
-                    c.id, c.name, ArgumentFragments(c.parts, len(c.parts))
+                    c.id, c.name, ArgumentFragments(c.parts, len(c.parts)), c.caller
                 )
             self._touched.clear()
             if len(tail) > _TAIL_MAX:

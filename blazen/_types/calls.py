@@ -50,6 +50,11 @@ def _check_str(owner: str) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     return check
 
 
+def _caller(value: Any) -> Optional[dict[str, Any]]:
+    # The provider's object as JSON: a copy nobody else holds, so the call stays what it was.
+    return None if value is None else json_copy(value, "caller")
+
+
 def _check_arguments(_self: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
     # Text, or the snapshot's fragments: anything else would build a value whose
     # arguments_json, ==, hash and repr all fail later, far from the mistake.
@@ -62,7 +67,13 @@ def _check_arguments(_self: Any, _attribute: attrs.Attribute[Any], value: Any) -
 @by_value
 @attrs.frozen(repr=False, eq=False, match_args=False, weakref_slot=False)
 class ToolCall:
-    """One tool call the model asked for: ``ToolCall(id, name, arguments_json)``."""
+    """One tool call the model asked for: ``ToolCall(id, name, arguments_json)``.
+
+    ``caller`` is who made the call when it was not the model itself, as the provider said
+    it (Anthropic's programmatic tool calling: ``{"type": "code_execution_20260120",
+    "tool_id": ...}``, the code-execution run whose code called the tool), else None; it
+    goes back with the call on the next turn.
+    """
 
     __match_args__ = ("id", "name", "arguments_json")
 
@@ -71,6 +82,10 @@ class ToolCall:
     # Equality and hashing compare the text, however it is held.
     _args: Union[str, ArgumentFragments] = attrs.field(
         default="", alias="arguments_json", eq=_arguments_text, validator=_check_arguments
+    )
+    # Compared, not hashed: a JSON object is no dict key, and equal calls still hash equal.
+    caller: Optional[dict[str, Any]] = attrs.field(
+        default=None, kw_only=True, hash=False, converter=_caller
     )
 
     @property
@@ -96,14 +111,17 @@ class ToolCall:
 
     def __repr__(self) -> str:
         args = self.arguments_json
-        return f"ToolCall(id={self.id!r}, name={self.name!r}, arguments_json={args!r})"
+        shown = f"ToolCall(id={self.id!r}, name={self.name!r}, arguments_json={args!r}"
+        return shown + (")" if self.caller is None else f", caller={self.caller!r})")
 
 
 _new = object.__new__
 _CallBuild = builder_class(ToolCall)
 
 
-def tool_call_snapshot(call_id: str, name: str, args: ArgumentFragments) -> ToolCall:
+def tool_call_snapshot(
+    call_id: str, name: str, args: ArgumentFragments, caller: Optional[dict[str, Any]] = None
+) -> ToolCall:
     """``ToolCall(call_id, name, args)`` for the hot path: one per changed call per event.
 
     The stream state has already checked the id and name; a test checks this builds the
@@ -113,6 +131,7 @@ def tool_call_snapshot(call_id: str, name: str, args: ArgumentFragments) -> Tool
     call.id = call_id
     call.name = name
     call._args = args
+    call.caller = caller
     call.__class__ = ToolCall
     return call  # type: ignore[no-any-return]
 

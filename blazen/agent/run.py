@@ -299,7 +299,7 @@ class AgentRun:
                 while new_id in seen:
                     new_id += "_"
                 renamed[call.id] = new_id
-                call = ToolCall(new_id, call.name, call.arguments_json)
+                call = ToolCall(new_id, call.name, call.arguments_json, caller=call.caller)
             seen.add(call.id)
             calls.append(call)
         # The model's own turn, reasoning and signatures included, so that the next request

@@ -302,14 +302,7 @@ class AnthropicFold(Turn):
         if kind == "content_block_stop":
             return self._block_stop(obj)
         if kind == "message_start":
-            message = obj.get("message") or {}
-            state.model = message.get("model") or state.model
-            # A continued turn is several messages: the first one's id names the answer.
-            state.response_id = state.response_id or message.get("id")
-            turn = self
-            turn.begin_message(message.get("usage") or {}, state.usage)
-            state.usage = turn.total_usage()
-            return None
+            return self._message_start(obj.get("message") or {})
         if kind == "message_delta":
             return self._message_delta(obj)
         if kind == "message_stop":
@@ -321,24 +314,80 @@ class AnthropicFold(Turn):
             raise error_from_body(self.provider, None, obj, raw=data)
         return None  # ping, and event types added after this was written
 
+    def _message_start(self, message: Mapping[str, Any]) -> Optional[StreamChunk]:
+        """A ``message_start``: its id, model and usage, and whatever answer it carries.
+
+        With programmatic tool calling the API sends a whole turn here (a ``tool_use``
+        block with its ``caller``, ``stop_reason`` ``"tool_use"``, the ``container``) and
+        then only ``message_stop``
+        (https://platform.claude.com/docs/en/agents-and-tools/tool-use/programmatic-tool-calling):
+        an answer in a start event is content, folded as if it had streamed.
+        """
+        state = self.state
+        state.model = message.get("model") or state.model
+        # A continued turn is several messages: the first one's id names the answer.
+        state.response_id = state.response_id or message.get("id")
+        self.begin_message(message.get("usage") or {}, state.usage)
+        state.usage = self.total_usage()
+        chunk = self._whole_blocks(message.get("content"))
+        refused = self._stopped(message, message.get("stop_reason"))
+        if refused is None or chunk is None:
+            return refused or chunk
+        return StreamChunk(
+            content_delta=chunk.content_delta,
+            reasoning_delta=chunk.reasoning_delta,
+            tool_calls=refused.tool_calls,
+            refusal_delta=refused.refusal_delta,
+            server_tool=chunk.server_tool,
+        )
+
+    def _stopped(self, holder: Mapping[str, Any], stop: Any) -> Optional[StreamChunk]:
+        """The stop reason, container and stop details a message or its delta carries."""
+        state = self.state
+        if stop:
+            state.raw_finish_reason = stop
+        self.container(holder.get("container"))
+        details = stop_details(holder.get("stop_details"))
+        if details is not None:
+            state.stop_details = details
+        if stop == "refusal":
+            return state.emit_refusal(refusal_text(self.provider, holder))
+        return None
+
+    def _whole_blocks(self, blocks: Any) -> Optional[StreamChunk]:
+        """Content blocks that came whole, each folded as if it had streamed: one chunk."""
+        text: list[str] = []
+        thought: list[str] = []
+        event: Optional[ServerToolEvent] = None
+        seen = False
+        for i, block in enumerate(blocks or ()):
+            for chunk in (
+                self._block_start({"index": i, "content_block": block}),
+                self._block_stop({"index": i}),
+            ):
+                if chunk is not None:
+                    seen = True
+                    text.append(chunk.content_delta or "")
+                    thought.append(chunk.reasoning_delta or "")
+                    event = chunk.server_tool or event
+        if not seen:
+            return None
+        return StreamChunk(
+            content_delta="".join(text) or None,
+            reasoning_delta="".join(thought) or None,
+            tool_calls=self.state.tool_calls,
+            server_tool=event,
+        )
+
     def _message_delta(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
         state = self.state
         delta = obj.get("delta") or {}
-        stop = delta.get("stop_reason")
-        if stop:
-            state.raw_finish_reason = stop
         turn = self
         # Counts here are cumulative totals: they replace, never add; a field left out
         # keeps its message_start value.
         turn.usage.update({k: v for k, v in (obj.get("usage") or {}).items() if v is not None})
         state.usage = turn.total_usage()
-        turn.container(delta.get("container"))
-        details = stop_details(delta.get("stop_details"))
-        if details is not None:
-            state.stop_details = details
-        if stop == "refusal":
-            return state.emit_refusal(refusal_text(self.provider, delta))
-        return None
+        return self._stopped(delta, delta.get("stop_reason"))
 
     def _block_start(self, obj: Mapping[str, Any]) -> Optional[StreamChunk]:
         state = self.state
@@ -349,6 +398,8 @@ class AnthropicFold(Turn):
         btype = block.type
         if btype == "tool_use":
             state.tool_delta(index, start.get("id"), start.get("name"), None)
+            # Called from code in the code-execution container, not by the model directly.
+            state.tool_caller(index, start.get("caller"))
             given = start.get("input")
             if given:
                 state.tool_delta(index, None, None, json.dumps(given))
@@ -447,14 +498,8 @@ class AnthropicFold(Turn):
         state.model = obj.get("model")
         state.response_id = obj.get("id")
         self.begin_message(obj.get("usage") or {}, None)
-        for i, block in enumerate(obj.get("content") or ()):
-            self._block_start({"index": i, "content_block": block})
-            self._block_stop({"index": i})
+        self._whole_blocks(obj.get("content"))
         state.usage = self.total_usage()
-        state.raw_finish_reason = obj.get("stop_reason")
-        self.container(obj.get("container"))
-        state.stop_details = stop_details(obj.get("stop_details"))
-        if state.raw_finish_reason == "refusal":
-            state.emit_refusal(refusal_text(self.provider, obj))
+        self._stopped(obj, obj.get("stop_reason"))
         state.keep_items(self.items(paused=state.raw_finish_reason == "pause_turn"))
         state.finished = True

@@ -20,6 +20,7 @@ from .._types import (
     DocumentPart,
     ReasoningPart,
     ServerTool,
+    ToolCall,
 )
 from ..errors import UnsupportedError, ValidationError
 from .base import (
@@ -184,18 +185,24 @@ class RequestBuilder:
         if m.content:
             blocks.append({"type": "text", "text": m.content})
         blocks.extend(self._image(img) for img in m.images)
-        blocks.extend(
-            {
-                "type": "tool_use",
-                "id": c.id,
-                "name": c.name,
-                "input": call_arguments(self.provider, c),
-            }
-            for c in m.tool_calls
-        )
+        blocks.extend(self._tool_use(c) for c in m.tool_calls)
         if not blocks:
             blocks.append({"type": "text", "text": m.content or ""})
         return m.role, blocks
+
+    def _tool_use(self, call: ToolCall) -> dict[str, Any]:
+        block: dict[str, Any] = {
+            "type": "tool_use",
+            "id": call.id,
+            "name": call.name,
+            "input": call_arguments(self.provider, call),
+        }
+        if call.caller is not None:
+            # A call made from code in the container goes back naming that run, or the
+            # API cannot match its result to the code waiting for it
+            # (https://platform.claude.com/docs/en/agents-and-tools/tool-use/programmatic-tool-calling).
+            block["caller"] = call.caller
+        return block
 
     def messages(self, req: CompletionRequest) -> list[dict[str, Any]]:
         """The ``messages`` array: system messages lifted out, same-role turns merged."""
