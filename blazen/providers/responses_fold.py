@@ -135,6 +135,8 @@ class ResponsesFold:
 
     __slots__ = (
         "_annotated",
+        "_finished",
+        "_given",
         "_ids",
         "_kinds",
         "_output",
@@ -167,6 +169,11 @@ class ResponsesFold:
         self._part_start = 0
         #: Whether annotations came as their own events (else they are read when done).
         self._annotated = False
+        #: Output items as a start event gave them (``response.created`` / ``in_progress``
+        #: output, ``output_item.added``), by index: read at the end unless finished.
+        self._given: dict[int, Mapping[str, Any]] = {}
+        #: The output items a ``response.output_item.done`` finished.
+        self._finished: set[int] = set()
 
     # -- the events ------------------------------------------------------------------
 
@@ -213,10 +220,12 @@ class ResponsesFold:
             self._annotated = True
             self._cite(obj.get("annotation"))
             return None
-        if kind == "response.created":
+        if kind == "response.created" or kind == "response.in_progress":
             response = obj.get("response") or {}
-            state.response_id = response.get("id")
-            state.model = response.get("model") or state.model
+            if kind == "response.created":
+                state.response_id = response.get("id")
+                state.model = response.get("model") or state.model
+            self._start_output(response.get("output"))
             return None
         if kind == "response.failed":
             response = obj.get("response") or {}
@@ -255,6 +264,7 @@ class ResponsesFold:
         if type(index) is not int or not isinstance(kind, str):
             raise malformed(self._provider, "an output item without index or type", str(item))
         self._kinds[index] = kind
+        self._given[index] = item
         item_id = item.get("id")
         if isinstance(item_id, str):
             self._ids[item_id] = index
@@ -276,6 +286,7 @@ class ResponsesFold:
         if index not in self._kinds:
             # A server that sends only finished items: added and done at once.
             self._item_added(index, item)
+        self._finished.add(index)
         self._output.append(item)
         state = self.state
         if kind == "reasoning":
@@ -436,22 +447,34 @@ class ResponsesFold:
         state.finished = True
         return chunk
 
+    def _start_output(self, output: Any) -> None:
+        # A start event that already holds items (a compatible server's whole answer in
+        # response.created or response.in_progress): content, kept to be read at the end.
+        if isinstance(output, list):
+            for index, item in enumerate(output):
+                if isinstance(item, Mapping):
+                    self._given.setdefault(index, item)
+
     def _unannounced(self, output: Any) -> Optional[StreamChunk]:
-        # A server that puts (part of) its answer only in the terminal response, with no
-        # item events: the items no event named are read from there, in order, and go up
-        # as one chunk, so an answer is never dropped (the openai SDK reads them there too).
-        if not isinstance(output, list):
-            return None
+        # A server that puts (part of) its answer only in the terminal response, or only
+        # in a start event (an output_item.added holding the whole item and no .done, a
+        # response.created holding the output): the items no event finished or streamed
+        # are read, the terminal's form first, in order, and go up as one chunk, so an
+        # answer is never dropped (the openai SDK reads the terminal's items too).
+        items = dict(self._given)
+        if isinstance(output, list):
+            items.update(enumerate(output))
+        read = self._finished | self._streamed
         text: list[str] = []
         reasoning: list[str] = []
         refusal: list[str] = []
         found = False
-        for index, item in enumerate(output):
+        for index in sorted(items):
+            item = items[index]
             if (
-                index in self._kinds
-                or index in self._streamed
+                index in read
                 or not isinstance(item, Mapping)
-                or item.get("id") in self._ids
+                or self._ids.get(item.get("id"), index) in read  # type: ignore[arg-type]
             ):
                 continue
             got = self._item_done(index, item)

@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 import anthropic
+import openai
 import pytest
 
 import blazen
@@ -269,3 +270,102 @@ def test_a_tool_calls_caller_travels_through_the_event_codec():
     assert obj["tool_calls"][0]["caller"] == CODE_RUN
     kind, args = decode(json.loads(json.dumps(obj)))
     assert kind == "chunk" and args[0].tool_calls == (call,)
+
+
+# -- the Responses API: output items a start event already holds --------------------------
+
+_MESSAGE = {
+    "type": "message",
+    "id": "msg_1",
+    "status": "completed",
+    "role": "assistant",
+    "content": [{"type": "output_text", "text": "Hi there", "annotations": []}],
+}
+_CALL = {
+    "type": "function_call",
+    "id": "fc_1",
+    "call_id": "call_1",
+    "name": "query_sales",
+    "arguments": '{"region": "East"}',
+    "status": "completed",
+}
+_RESPONSE = {"id": "resp_1", "object": "response", "model": "gpt-5", "output": []}
+_USAGE = {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5}
+
+
+def _events(*events: dict[str, Any]) -> bytes:
+    return b"".join(sse_event(e, e["type"]) for e in events)
+
+
+def _created(output: list[Any], kind: str = "response.created") -> dict[str, Any]:
+    return {"type": kind, "response": {**_RESPONSE, "status": "in_progress", "output": output}}
+
+
+def _added(item: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "response.output_item.added", "output_index": 0, "item": item}
+
+
+def _completed(output: list[Any]) -> dict[str, Any]:
+    response = {**_RESPONSE, "status": "completed", "output": output, "usage": _USAGE}
+    return {"type": "response.completed", "response": response}
+
+
+RESPONSES_CASES = {
+    # The terminal repeats the item: the openai SDK's final response reads it there.
+    "a whole message in output_item.added": (
+        _events(_created([]), _added(_MESSAGE), _completed([_MESSAGE])),
+        True,
+    ),
+    "a whole call in output_item.added": (
+        _events(_created([]), _added(_CALL), _completed([_CALL])),
+        True,
+    ),
+    # Only the start event holds the item.
+    "a whole message in output_item.added, none in the terminal": (
+        _events(_created([]), _added(_MESSAGE), _completed([])),
+        False,
+    ),
+    "the output in response.created": (
+        _events(_created([_MESSAGE]), _completed([])),
+        False,
+    ),
+    "the output in response.in_progress": (
+        _events(_created([]), _created([_CALL], "response.in_progress"), _completed([])),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize(("blob", "in_terminal"), RESPONSES_CASES.values(), ids=RESPONSES_CASES)
+def test_an_item_a_responses_start_event_holds_is_the_answer(server, blob, in_terminal):
+    """The item's text or call reaches a chunk and the response, once; where the terminal
+    repeats it, blazen and the openai SDK's final response agree."""
+    server.add(Reply.sse(blob))
+    rec = Recorder()
+    resp = Streaming.complete(
+        model_for("responses", server, max_retries=0), _request(), rec.handler
+    )
+    item = _MESSAGE if b'"type":"message"' in blob else _CALL
+    assert rec.kinds[-1] == "done" and rec.terminals == 1
+    if item is _MESSAGE:
+        assert resp.content == rec.text == "Hi there" and resp.finish_reason == "stop"
+    else:
+        assert resp.content == "" and resp.finish_reason == "tool_calls"
+        assert [(c.id, c.name, c.arguments()) for c in resp.tool_calls] == [
+            ("call_1", "query_sales", {"region": "East"})
+        ]
+        assert rec.chunks[-1].tool_calls == resp.tool_calls
+    if in_terminal:
+        with (
+            StreamServer([Reply.sse(blob)]) as other,
+            openai.OpenAI(api_key="k", base_url=other.base_url, max_retries=0) as client,
+            client.responses.stream(model="m", input="hi") as stream,
+        ):
+            for _ in stream:
+                pass
+            final = stream.get_final_response()
+        assert resp.content == final.output_text
+        calls = [
+            (o.call_id, o.name, o.arguments) for o in final.output if o.type == "function_call"
+        ]
+        assert [(c.id, c.name, c.arguments_json) for c in resp.tool_calls] == calls
