@@ -11,10 +11,7 @@ for, never at ``import blazen``.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:
-    from ._types import TokenUsage
+from typing import Any, Optional
 
 __all__ = ["PRICE_PROVIDERS", "price"]
 
@@ -35,30 +32,44 @@ def _calc() -> Any:
     return Usage, calc_price
 
 
-def price(usage: TokenUsage) -> Optional[Decimal]:
-    """The cost of ``usage`` in US dollars, or None (no package, unknown model or provider)."""
-    if usage.provider is None or usage.model is None:
+def price(
+    provider: Optional[str],
+    model: Optional[str],
+    *,
+    prompt_tokens: int,
+    completion_tokens: int,
+    cached_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    reasoning_tokens: int = 0,
+    batch: bool = False,
+) -> Optional[Decimal]:
+    """The cost in US dollars of these counts of ``model`` of ``provider`` (at its batch
+    rates if ``batch``), or None (no package, unknown model or provider).
+
+    The counts are ``TokenUsage``'s, passed as numbers: pricing sits below the values.
+    """
+    if provider is None or model is None:
         return None
     calc = _calc()
     if calc is None:
         return None
     make_usage, calc_price = calc
     counts: dict[str, int] = {
-        "input_tokens": usage.prompt_tokens,
-        "output_tokens": usage.completion_tokens,
+        "input_tokens": prompt_tokens,
+        "output_tokens": completion_tokens,
     }
-    if usage.cached_tokens:
-        counts["cache_read_tokens"] = usage.cached_tokens
-    if usage.cache_write_tokens:
-        counts["cache_write_tokens"] = usage.cache_write_tokens
-    if usage.reasoning_tokens and usage.reasoning_tokens <= usage.completion_tokens:
-        counts["output_reasoning_tokens"] = usage.reasoning_tokens
-    provider = PRICE_PROVIDERS.get(usage.provider, usage.provider)
+    if cached_tokens:
+        counts["cache_read_tokens"] = cached_tokens
+    if cache_write_tokens:
+        counts["cache_write_tokens"] = cache_write_tokens
+    if reasoning_tokens and reasoning_tokens <= completion_tokens:
+        counts["output_reasoning_tokens"] = reasoning_tokens
+    provider = PRICE_PROVIDERS.get(provider, provider)
     # Batch answers are billed at the table's batch rates ("processing": "batch"); a
     # version of the table without price contexts cannot price them: None, not a guess.
-    extra = {"price_context": {"processing": "batch"}} if usage.batch else {}
+    extra = {"price_context": {"processing": "batch"}} if batch else {}
     try:
-        result = calc_price(make_usage(**counts), usage.model, provider_id=provider, **extra)
+        result = calc_price(make_usage(**counts), model, provider_id=provider, **extra)
     except TypeError:
         return None
     except (LookupError, ValueError):

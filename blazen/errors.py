@@ -42,10 +42,10 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 if TYPE_CHECKING:
-    from ._types import TokenUsage
+    from decimal import Decimal
 
 __all__ = [
     "AgentError",
@@ -67,6 +67,7 @@ __all__ = [
     "TimeoutError",
     "ToolError",
     "UnsupportedError",
+    "Usage",
     "ValidationError",
     "WorkflowError",
     "error_from_provider",
@@ -78,6 +79,48 @@ __all__ = [
 
 #: Provider error bodies are kept for diagnosis, but never more than this many characters.
 BODY_CAP = 4096
+
+
+class Usage(Protocol):
+    """What an error's ``usage`` is: a :class:`~blazen.TokenUsage`, read through its fields.
+
+    The errors sit below the values and import nothing of blazen, so they name the usage
+    they carry by its shape; the value itself is always a ``TokenUsage``.
+    """
+
+    @property
+    def prompt_tokens(self) -> int: ...
+    @property
+    def completion_tokens(self) -> int: ...
+    @property
+    def total_tokens(self) -> int: ...
+    @property
+    def cached_tokens(self) -> int: ...
+    @property
+    def cache_write_tokens(self) -> int: ...
+    @property
+    def reasoning_tokens(self) -> int: ...
+    @property
+    def partial(self) -> bool: ...
+    @property
+    def estimated(self) -> bool: ...
+    @property
+    def provider(self) -> Optional[str]: ...
+    @property
+    def model(self) -> Optional[str]: ...
+    @property
+    def batch(self) -> bool: ...
+    @property
+    def cost(self) -> Optional[Decimal]: ...
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+    # A sum or a repricing is a TokenUsage again (Any: this module cannot name it).
+    def __add__(self, other: Any, /) -> Any: ...
+    def priced_as(
+        self, provider: Optional[str], model: Optional[str], *, batch: bool = False
+    ) -> Any: ...
 
 
 class BlazenError(Exception):
@@ -95,7 +138,7 @@ class BlazenError(Exception):
     #: The tokens the stream had used when it ended this way (a ``TokenUsage`` marked
     #: ``partial``, and ``estimated`` where the provider had reported none), or None when
     #: the request never reached the provider.
-    usage: Optional[TokenUsage] = None
+    usage: Optional[Usage] = None
 
     def __init__(
         self,

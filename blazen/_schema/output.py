@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import attrs
 
-from .._types.frozen import by_value
+from .._frozen import by_value
 from ..errors import OutputValidationError, RefusalError
 
 __all__ = ["OutputSpec", "output_spec", "read_output"]

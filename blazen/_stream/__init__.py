@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from .chat import ChatModel, Recipe, revive
 from .checks import check_callable, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import (
@@ -26,7 +27,6 @@ from .delivery import (
     new_gate,
 )
 from .lifecycle import init, shutdown
-from .model import ChatModel, Recipe, revive
 from .options import ModelOptions
 from .sink import AnySink, ChunkSink, DoneSink, ErrorSink, Sink, is_sink, sink_callbacks
 from .streaming import Streaming

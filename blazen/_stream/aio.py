@@ -31,7 +31,7 @@ from .events import Exit, Join, Wait, WorkerEvent
 from .worker import start_soon
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
     from .worker import StreamWorker
 
 __all__ = ["Inbox", "advance", "complete_async", "how", "interrupts", "settle"]
@@ -110,7 +110,7 @@ async def advance(
 
 
 async def complete_async(
-    model: ChatModel,
+    model: BoundModel,
     req: CompletionRequest,
     *,
     on_chunk: Optional[ChunkCallback],

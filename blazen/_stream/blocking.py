@@ -31,14 +31,14 @@ from .driving import Ended, Need, Returned, carry_out
 from .events import Join, Wait, WorkerEvent
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
     from .worker import StreamWorker
 
 __all__ = ["advance", "complete_blocking", "how", "refusal", "settle"]
 
 
 def complete_blocking(
-    model: ChatModel,
+    model: BoundModel,
     req: CompletionRequest,
     *,
     on_chunk: Optional[ChunkCallback] = None,

@@ -13,7 +13,7 @@ from ..errors import ValidationError
 
 if TYPE_CHECKING:
     from .delivery import Delivery
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = [
     "check_callable",
@@ -94,7 +94,7 @@ def check_controls(callbacks: dict[str, Any], cancel: Any, timeout: Any) -> None
         raise ValueError(msg)
 
 
-def check_reentry(model: ChatModel) -> None:
+def check_reentry(model: BoundModel) -> None:
     """``ValidationError`` if a stream started here could only wait for ever.
 
     That is when every one of the model's ``max_connections`` is held by a stream whose

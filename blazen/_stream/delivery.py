@@ -51,7 +51,7 @@ from .worker import StreamWorker
 
 if TYPE_CHECKING:
     from .._telemetry import StreamSpan
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = [
     "INTERRUPT_RETRIES",
@@ -119,7 +119,7 @@ class Delivery:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: BoundModel,
         run: StreamWorker,
         *,
         on_chunk: Optional[ChunkCallback],
@@ -163,7 +163,7 @@ class Delivery:
     @classmethod
     def open(
         cls,
-        model: ChatModel,
+        model: BoundModel,
         req: CompletionRequest,
         put: Callable[[WorkerEvent], Any],
         *,

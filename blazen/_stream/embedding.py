@@ -35,7 +35,7 @@ from .delivery import leaving
 from .worker import start_elsewhere
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = [
     "EMBED_BODY_CAP",
@@ -104,7 +104,7 @@ class _Embedding:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: BoundModel,
         wire: EmbeddingWire,
         batches: list[list[str]],
         name: str,
@@ -255,7 +255,7 @@ def _internal(exc: BaseException) -> BlazenError:
 
 
 def check_embed(
-    model: ChatModel,
+    model: BoundModel,
     inputs: Inputs,
     *,
     model_name: Optional[str],
@@ -288,7 +288,7 @@ def check_embed(
 
 
 def embed_blocking(
-    model: ChatModel,
+    model: BoundModel,
     inputs: Inputs,
     *,
     model_name: Optional[str] = None,

@@ -12,13 +12,13 @@ from .._types import EmbeddingResponse
 from .embedding import Inputs, check_embed, embed_blocking
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = ["embed_async"]
 
 
 async def embed_async(
-    model: ChatModel,
+    model: BoundModel,
     inputs: Inputs,
     *,
     model_name: Optional[str] = None,

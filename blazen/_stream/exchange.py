@@ -37,7 +37,7 @@ from .output import with_output
 from .usage import priced, usage_so_far
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = ["Exchange"]
 
@@ -57,7 +57,7 @@ class Exchange:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: BoundModel,
         req: CompletionRequest,
         post: Callable[[WorkerEvent], Any],
         abort: Abort,
@@ -98,7 +98,7 @@ class Exchange:
                 self.post(Failed(err))
             return
         fallback = self.model
-        tried: list[tuple[ChatModel, BlazenError]] = []
+        tried: list[tuple[BoundModel, BlazenError]] = []
         for member in chain:
             self.model = member
             err = self.member()
@@ -438,7 +438,7 @@ _BACK = object()
 TAIL_GRACE = 1.0
 
 
-def _describe(tried: list[tuple[ChatModel, BlazenError]]) -> str:
+def _describe(tried: list[tuple[BoundModel, BlazenError]]) -> str:
     """One line naming each attempt: ``openai (gpt-4o): RateLimitError: ...; ...``."""
     return "; ".join(f"{m.provider} ({m.model}): {type(e).__name__}: {e.message}" for m, e in tried)
 

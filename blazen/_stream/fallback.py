@@ -7,7 +7,7 @@ chunk already shown would be shown twice. The stream still ends with exactly one
 the answer of the member that answered (``resp.provider``, ``resp.model`` say which), or
 one error naming every attempt (``err.attempts`` holds them, in order).
 
-A ``Fallback`` is a :class:`~.model.ChatModel`, so it goes wherever one does
+A ``Fallback`` is a :class:`~.chat.ChatModel`, so it goes wherever one does
 (``Streaming.complete``, ``start``, ``complete_async``, ``stream``, ``batch.run``,
 ``Agent``), and pickles as its members' factory calls (Dask workers rebuild it).
 """
@@ -28,8 +28,8 @@ from ..errors import (
     TimeoutError,
     safe_str,
 )
+from .chat import ChatModel
 from .masks import Masks
-from .model import ChatModel
 from .options import ModelOptions
 
 __all__ = ["DEFAULT_SWITCH_ON", "Fallback", "SwitchOn"]

@@ -14,7 +14,7 @@ from .blocking import complete_blocking, how
 from .delivery import ChunkCallback, Delivery, DoneCallback, ErrorCallback
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = ["StreamHandle"]
 
@@ -42,7 +42,7 @@ class StreamHandle(Future):  # type: ignore[type-arg]
     @classmethod
     def launch(
         cls,
-        model: ChatModel,
+        model: BoundModel,
         req: CompletionRequest,
         *,
         on_chunk: Optional[ChunkCallback],

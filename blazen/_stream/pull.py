@@ -39,7 +39,7 @@ from .events import WorkerEvent
 from .worker import start_soon
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = ["AsyncChunkStream", "ChunkStream"]
 
@@ -54,7 +54,7 @@ def _offer(chunk: StreamChunk) -> StreamChunk:
 
 
 def _open(
-    model: ChatModel,
+    model: BoundModel,
     req: CompletionRequest,
     put: Callable[[WorkerEvent], Any],
     cancel: Optional[CancelToken],
@@ -91,7 +91,7 @@ class ChunkStream:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: BoundModel,
         req: CompletionRequest,
         cancel: Optional[CancelToken],
         timeout: Optional[float],
@@ -279,7 +279,7 @@ class AsyncChunkStream:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: BoundModel,
         req: CompletionRequest,
         cancel: Optional[CancelToken],
         timeout: Optional[float],

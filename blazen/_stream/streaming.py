@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from .._cancel import CancelToken
 from .._types import CompletionRequest, CompletionResponse
 from .blocking import complete_blocking
+from .chat import ChatModel
 from .checks import check_blocking_callbacks, check_controls, check_request
 from .coro import cancel_safe
 from .delivery import ChunkCallback, DoneCallback, ErrorCallback
-from .model import ChatModel
 from .sink import AnySink, is_sink, sink_callbacks
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from .events import EXIT, Failed, WorkerEvent
 from .exchange import Exchange
 
 if TYPE_CHECKING:
-    from .model import ChatModel
+    from .model import BoundModel
 
 __all__ = ["Phase", "Startable", "StreamWorker", "start_elsewhere", "start_soon"]
 
@@ -136,7 +136,7 @@ class StreamWorker:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: BoundModel,
         req: CompletionRequest,
         put: Callable[[WorkerEvent], Any],
         *,

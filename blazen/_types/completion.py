@@ -177,7 +177,16 @@ class TokenUsage:
         """
         from .._pricing import price
 
-        return price(self)
+        return price(
+            self.provider,
+            self.model,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens,
+            batch=self.batch,
+        )
 
     @property
     def input_tokens(self) -> int:

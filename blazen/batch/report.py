@@ -9,6 +9,7 @@ import attrs
 
 if TYPE_CHECKING:
     from .._types import TokenUsage
+    from ..errors import Usage
 
 __all__ = ["BatchReport", "UsageTally"]
 
@@ -97,7 +98,7 @@ class UsageTally:
         self.tokens_out += usage.completion_tokens
         self.spent(usage)
 
-    def spent(self, usage: Optional[TokenUsage]) -> None:
+    def spent(self, usage: Optional[Usage]) -> None:
         """Add what ``usage`` cost, where it is priced (a failed item's usage too)."""
         cost = None if usage is None else usage.cost
         if cost is not None:
