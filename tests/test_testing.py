@@ -88,7 +88,10 @@ def test_reply_without_headers_gets_its_own_empty_dict():
     """``headers=None`` (or none given) is an empty dict, never one shared between replies."""
     assert Reply().headers == {} == Reply(headers=None).headers
     assert Reply().headers is not Reply().headers
-    assert repr(Reply()) == "Reply(status=200, headers={}, body=(), transfer='chunked', raw=False)"
+    assert repr(Reply()) == (
+        "Reply(status=200, headers={}, body=(), transfer='chunked', raw=False, close=False, "
+        "version='HTTP/1.1', encoding=None, length=None)"
+    )
 
 
 def test_connection_record_is_filled_in_by_the_server_and_compared_by_identity():

@@ -430,8 +430,15 @@ class _Budget(ReadBudget):
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise TimeoutError("the time for reading the body is spent")
-        if self.sock is not None:
-            self.sock.settimeout(left)
+        sock = self.sock
+        if sock is not None:
+            try:
+                sock.settimeout(left)
+            except OSError:
+                # http.client closes the socket itself once a Content-Length body under
+                # ``Connection: close`` is all read; the read that follows returns b""
+                # without it. A socket closed any other way fails that read instead.
+                self.sock = None
 
     def spent(self) -> bool:
         """Whether the time is up (a socket timeout it set surfaces as urllib3's error)."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .batches import BatchFailure, BatchServer, FakeBatch
 from .recorder import Recorder
-from .replies import Action, Drop, Pause, Reply, Stall
+from .replies import ENCODINGS, FRAMINGS, Action, Drop, Pause, Reply, Stall
 from .server import ConnectionRecord, RecordedRequest, StreamServer
 from .wire import openai_sse, openai_tool_sse, responses_sse, split_bytes, sse, sse_event
 
@@ -37,6 +37,8 @@ __all__ = [
     "BatchServer",
     "ConnectionRecord",
     "Drop",
+    "ENCODINGS",
+    "FRAMINGS",
     "FakeBatch",
     "Pause",
     "RecordedRequest",

@@ -8,13 +8,14 @@ import socket
 import ssl
 import threading
 import time
+import zlib
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 import attrs
 
-from .replies import Pause, Reply, Stall
+from .replies import Action, Drop, Pause, Reply, Stall
 
 __all__ = ["ConnectionRecord", "RecordedRequest", "StreamServer"]
 
@@ -63,7 +64,8 @@ class StreamServer:
 
     Replies are served in order, one per request; when none are left the server answers
     ``respond(request)`` if given (a reply made from what was asked), else ``default`` if
-    given, else 500. Connections are kept alive between requests, as real
+    given, else 500. Connections are kept alive between requests (unless a reply says
+    otherwise: :attr:`Reply.close`, a close-delimited body), as real
     providers do. Use it as a context manager, or call :meth:`start` and :meth:`stop`.
     Example::
 
@@ -283,19 +285,22 @@ class StreamServer:
     def _send(self, conn: socket.socket, reply: Reply) -> bool:
         """Write one reply; False if the connection must close afterwards."""
         chunked = reply.transfer == "chunked" and not reply.raw
+        body = _encoded(reply.body, reply.encoding) if reply.encoding else reply.body
         if not reply.raw:
             headers = dict(reply.headers)
+            if reply.encoding:
+                headers["Content-Encoding"] = reply.encoding
             if reply.transfer == "chunked":
                 headers["Transfer-Encoding"] = "chunked"
             elif reply.transfer == "length":
-                size = sum(len(a) for a in reply.body if isinstance(a, bytes))
-                headers["Content-Length"] = str(size)
-            else:
+                size = sum(len(a) for a in body if isinstance(a, bytes))
+                headers["Content-Length"] = str(size if reply.length is None else reply.length)
+            if reply.close or reply.transfer == "close":
                 headers["Connection"] = "close"
-            head = f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
+            head = f"{reply.version} {reply.status} {_REASONS.get(reply.status, 'Status')}\r\n"
             head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
             conn.sendall(head.encode("latin-1"))
-        for action in reply.body:
+        for action in body:
             if isinstance(action, bytes):
                 if not action:
                     continue
@@ -311,8 +316,29 @@ class StreamServer:
                 return False
         if chunked:
             conn.sendall(b"0\r\n\r\n")
-            return True
-        return reply.transfer == "length" and not reply.raw
+        if reply.raw or reply.close or reply.length is not None:
+            return False
+        return chunked or reply.transfer == "length"
+
+
+def _encoded(body: Sequence[Action], encoding: str) -> list[Action]:
+    """``body`` compressed as one stream, each write flushed so it inflates on arrival."""
+    if encoding not in ("gzip", "deflate"):
+        msg = f"encoding must be 'gzip' or 'deflate', not {encoding!r}"
+        raise ValueError(msg)
+    # gzip's header and trailer (wbits 31); HTTP's "deflate" is the zlib format (RFC 9110 8.4.1.2).
+    packer = zlib.compressobj(wbits=31 if encoding == "gzip" else 15)
+    out: list[Action] = []
+    for action in body:
+        if isinstance(action, bytes):
+            if action:
+                out.append(packer.compress(action) + packer.flush(zlib.Z_SYNC_FLUSH))
+        else:
+            if isinstance(action, Drop):
+                return [*out, action]  # cut mid-stream: the trailer never comes
+            out.append(action)
+    out.append(packer.flush())
+    return out
 
 
 _REASONS = {
